@@ -1,0 +1,111 @@
+#pragma once
+// The progress thread behind the threads backend's asynchronous collectives: one per
+// communicator and rank, started on first use, running the submitted operations strictly in
+// submission order. Every rank submits the same collectives in the same order, so the workers of
+// one communicator meet at each collective exactly as blocking callers would.
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "amsp/comm/handle.hpp"
+
+namespace amsp::comm::detail {
+
+/// Completion of one submitted operation, signalled by the worker.
+class CompletionState final : public HandleState {
+public:
+  bool test() override {
+    std::lock_guard lock(mutex_);
+    if (done_ && error_) std::rethrow_exception(error_);
+    return done_;
+  }
+  void wait() override {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  void finish(std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    error_ = std::move(error);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class OrderedWorker {
+public:
+  OrderedWorker() = default;
+  OrderedWorker(const OrderedWorker&) = delete;
+  OrderedWorker& operator=(const OrderedWorker&) = delete;
+
+  /// Runs the queued operations to completion, then stops the thread.
+  ~OrderedWorker() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+  }
+
+  /// Queues `task`; its exception, if any, is delivered through the returned handle.
+  [[nodiscard]] Handle submit(std::function<void()> task) {
+    auto state = std::make_shared<CompletionState>();
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    queue_.emplace_back(std::move(task), state);
+    ++unfinished_;
+    cv_.notify_all();
+    return Handle(std::move(state));
+  }
+
+  /// Blocks until every submitted operation has finished (successfully or not).
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return unfinished_ == 0; });
+  }
+
+private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      auto [task, state] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        task();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      state->finish(std::move(error));
+      lock.lock();
+      if (--unfinished_ == 0) idle_cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;       // work arrived or stopping
+  std::condition_variable idle_cv_;  // unfinished_ reached 0
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<CompletionState>>> queue_;
+  std::size_t unfinished_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace amsp::comm::detail

@@ -1,0 +1,52 @@
+#pragma once
+// The completion handle of every asynchronous collective, whatever the backend: one type, so that
+// the engine can keep handles of different collectives in one queue and wait in any order.
+
+#include <memory>
+#include <utility>
+
+namespace amsp::comm {
+
+namespace detail {
+/// What a backend implements to complete one asynchronous operation.
+class HandleState {
+public:
+  virtual ~HandleState() = default;
+  /// True once the operation has completed; throws the operation's error if it failed.
+  virtual bool test() = 0;
+  /// Blocks until the operation has completed; throws the operation's error if it failed.
+  virtual void wait() = 0;
+};
+}  // namespace detail
+
+/// Completion of one asynchronous collective. The buffers passed to the `*_async` call must stay
+/// alive and untouched until wait() returns (or test() returned true). A default-constructed
+/// handle is already complete. Destroying a handle that was never waited does not cancel the
+/// operation: it still runs, in order, on its communicator.
+class Handle {
+public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  /// Non-blocking completion check; errors of the operation are thrown here or by wait().
+  [[nodiscard]] bool test() {
+    if (!state_) return true;
+    if (!state_->test()) return false;
+    state_.reset();
+    return true;
+  }
+  /// Blocks until completion; rethrows the operation's error (e.g. rule comm.aborted). Calling it
+  /// again after it returned is a no-op.
+  void wait() {
+    if (!state_) return;
+    auto state = std::move(state_);
+    state->wait();
+  }
+  /// True while the handle still refers to an operation that test()/wait() has not completed.
+  [[nodiscard]] bool pending() const noexcept { return static_cast<bool>(state_); }
+
+private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+}  // namespace amsp::comm
