@@ -1,0 +1,54 @@
+#pragma once
+// Splitting one flat shard across a few host threads. Threads are started per call (a pool would
+// be shared by the rank threads of the threads backend, which call concurrently); the minimum
+// chunk keeps the start-up cost, tens of microseconds, small next to the work.
+
+#include <algorithm>
+#include <cstddef>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "amsp/core/error.hpp"
+
+namespace amsp::optim::detail {
+
+/// Elements a thread gets at least before a second thread is worth starting.
+inline constexpr std::size_t min_elements_per_thread = std::size_t{1} << 16;
+/// Chunk boundaries are multiples of this many elements, so two threads never write the same
+/// 64-byte line of an aligned fp32 buffer.
+inline constexpr std::size_t chunk_alignment = 16;
+
+/// Threads to use for n elements when the caller allows `threads` (0 = all hardware threads).
+[[nodiscard]] inline int worker_count(std::size_t n, int threads) {
+  check(threads >= 0, "optim.threads", "threads is ", threads, " but must be >= 0 (0 = all cores)");
+  std::size_t allowed = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<std::size_t>(threads);
+  allowed = std::min(allowed, std::max<std::size_t>(1, n / min_elements_per_thread));
+  return static_cast<int>(allowed);
+}
+
+/// The [begin, end) range of worker w out of `workers` over n elements.
+[[nodiscard]] inline std::pair<std::size_t, std::size_t> chunk_of(std::size_t n, int workers, int w) {
+  auto boundary = [&](int k) {
+    if (k >= workers) return n;
+    const std::size_t raw = n / static_cast<std::size_t>(workers) * static_cast<std::size_t>(k);
+    return std::min(n, raw / chunk_alignment * chunk_alignment);
+  };
+  return {boundary(w), boundary(w + 1)};
+}
+
+/// Calls body(w) for every w in [0, workers): w = 0 on the calling thread, the others on threads
+/// started here and joined before returning. body must not throw.
+template <class Body>
+void run_workers(int workers, Body&& body) {
+  if (workers <= 1) {
+    body(0);
+    return;
+  }
+  std::vector<std::jthread> helpers;
+  helpers.reserve(static_cast<std::size_t>(workers - 1));
+  for (int w = 1; w < workers; ++w) helpers.emplace_back([&body, w] { body(w); });
+  body(0);
+}
+
+}  // namespace amsp::optim::detail
