@@ -1,14 +1,24 @@
-# Warning and sanitizer flags for amsp's own targets (never forced on consumers).
+# Warning and sanitizer flags for amsp's own targets (never forced on consumers: the installed
+# amsp::amsp target carries none of them).
 add_library(amsp_project_options INTERFACE)
 if(AMSP_WERROR)
   target_compile_options(amsp_project_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>)
 else()
-  target_compile_options(amsp_project_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  target_compile_options(amsp_project_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 endif()
+
 if(AMSP_SANITIZE)
+  if(NOT AMSP_SANITIZE MATCHES "^(address|undefined|address,undefined|undefined,address|thread)$")
+    message(FATAL_ERROR "amsp: AMSP_SANITIZE='${AMSP_SANITIZE}' is not one of '', 'address,undefined', 'thread'")
+  endif()
+  # Host C++ only: nvcc does not forward -fsanitize to its host compiler, and the link step of a
+  # CUDA executable is not driven by g++.
   target_compile_options(amsp_project_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${AMSP_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
-  target_link_options(amsp_project_options INTERFACE -fsanitize=${AMSP_SANITIZE})
+  target_link_options(amsp_project_options INTERFACE $<$<LINK_LANGUAGE:CXX>:-fsanitize=${AMSP_SANITIZE}>)
+  message(STATUS "amsp: sanitizers ON for amsp's own targets: ${AMSP_SANITIZE}")
 endif()

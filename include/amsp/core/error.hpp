@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace amsp {
@@ -46,11 +47,28 @@ void check(bool condition, std::string_view rule, const Parts&... parts) {
   if (!condition) [[unlikely]] fail(rule, parts...);
 }
 
+namespace detail {
+// Integers std::cmp_equal accepts (it rejects bool and the character types).
+template <class T>
+concept plain_integer = std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char> &&
+                        !std::is_same_v<T, wchar_t> && !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> &&
+                        !std::is_same_v<T, char32_t>;
+
+template <class A, class B>
+[[nodiscard]] constexpr bool values_equal(const A& a, const B& b) {
+  // Mixed signed/unsigned integers compare by value (size_t 7 vs int -1 is not equal), without
+  // the sign-compare warning a plain == would raise in the caller's -Werror build.
+  if constexpr (plain_integer<A> && plain_integer<B>) return std::cmp_equal(a, b);
+  else return a == b;
+}
+}  // namespace detail
+
 /// Checks `actual == expected` and names both values, e.g.
 /// check_equal(n, layout.size(), "engine.gradient_size", "gradient element count").
+/// Integers of different signedness compare by value.
 template <class A, class B>
 void check_equal(const A& actual, const B& expected, std::string_view rule, std::string_view what) {
-  if (!(actual == expected)) [[unlikely]]
+  if (!detail::values_equal(actual, expected)) [[unlikely]]
     fail(rule, what, " is ", actual, " but must equal ", expected);
 }
 
