@@ -1,0 +1,49 @@
+#pragma once
+// Scratch buffers handed out for the lifetime of one use (a gathered bucket, a micro-batch's
+// gradients) and reused afterwards, so that scratch stays at the size of the buckets in flight
+// rather than the size of the model.
+
+#include <cstddef>
+#include <vector>
+
+#include "amsp/core/buffer.hpp"
+#include "amsp/core/error.hpp"
+
+namespace amsp::detail {
+
+template <class T>
+class BufferPool {
+public:
+  /// Index of a free buffer of at least `count` elements (allocated when none is free).
+  [[nodiscard]] int acquire(std::size_t count) {
+    int best = -1;
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      if (!in_use_[i] && buffers_[i].size() >= count && (best < 0 || buffers_[i].size() < buffers_[static_cast<std::size_t>(best)].size()))
+        best = static_cast<int>(i);
+    if (best < 0) {
+      buffers_.emplace_back(count);
+      in_use_.push_back(false);
+      best = static_cast<int>(buffers_.size() - 1);
+    }
+    in_use_[static_cast<std::size_t>(best)] = true;
+    return best;
+  }
+  void release(int index) {
+    check(index >= 0 && static_cast<std::size_t>(index) < buffers_.size() && in_use_[static_cast<std::size_t>(index)],
+          "engine.scratch", "scratch buffer ", index, " is not in use");
+    in_use_[static_cast<std::size_t>(index)] = false;
+  }
+  [[nodiscard]] T* data(int index) { return buffers_.at(static_cast<std::size_t>(index)).data(); }
+  /// Bytes allocated by the pool (its high-water mark: buffers are kept for reuse).
+  [[nodiscard]] std::size_t bytes() const {
+    std::size_t total = 0;
+    for (const auto& b : buffers_) total += b.size_bytes();
+    return total;
+  }
+
+private:
+  std::vector<host_buffer<T>> buffers_;
+  std::vector<bool> in_use_;
+};
+
+}  // namespace amsp::detail

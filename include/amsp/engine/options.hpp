@@ -1,0 +1,63 @@
+#pragma once
+// What a ShardedOptimizer is told besides its plan: how the optimizer-state shards are carved,
+// clipping, overflow handling and gradient averaging.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amsp/core/error.hpp"
+#include "amsp/sharding/layout.hpp"
+
+namespace amsp {
+
+/// How the optimizer-state shard of a rank is carved out of its parameter shard.
+enum class OsLayout {
+  /// Intra-tensor: every bucket split evenly; gradients reduced by ReduceScatter, parameters
+  /// spread back by AllGather (the least traffic; amsp's default).
+  even_split,
+  /// Inter-tensor (the paper's choice): each tensor segment of a P shard owned whole by one rank,
+  /// greedy by size; gradients reduced to the owner, parameters spread by Broadcast. Keeps
+  /// per-tensor state (e.g. FP8 scales) on one rank. Needs s_g = s_p.
+  whole_tensor,
+};
+
+[[nodiscard]] inline std::string_view name_of(OsLayout layout) {
+  return layout == OsLayout::even_split ? "even_split" : "whole_tensor";
+}
+[[nodiscard]] inline OsLayout parse_os_layout(std::string_view text) {
+  if (text == "even_split" || text == "even") return OsLayout::even_split;
+  if (text == "whole_tensor" || text == "ownership") return OsLayout::whole_tensor;
+  fail("engine.os_layout", "unknown optimizer-state layout '", text, "' (expected even_split or whole_tensor)");
+}
+
+struct EngineOptions {
+  OsLayout os_layout = OsLayout::even_split;
+  /// Global-norm clipping threshold over the averaged gradient; 0 disables clipping.
+  float max_grad_norm = 0.0f;
+  /// Skip the whole step on every rank when any gradient is Inf or NaN (loss-scale overflow).
+  bool skip_nonfinite = true;
+  /// Divide the summed gradients by world size × micro-batches (DDP's average). Folded into the
+  /// gradient scale of the fused update, so it costs no extra pass.
+  bool average_gradients = true;
+  /// Alignment of every tensor and shard boundary inside a bucket's flat buffer.
+  std::size_t alignment_bytes = 64;
+};
+
+/// One bucket: the tensors whose collectives are issued together (typically one layer).
+struct BucketSpec {
+  std::string name;
+  std::vector<TensorSpec> tensors;
+};
+
+/// What step() did.
+struct StepResult {
+  bool skipped = false;         ///< a gradient was Inf/NaN: nothing was updated on any rank
+  double grad_norm = 0.0;       ///< global L2 norm of the averaged, unscaled gradient (if computed)
+  float clip_coefficient = 1;   ///< factor the clipping applied (1 when not clipped)
+  std::int64_t step = 0;        ///< optimizer steps taken so far (skipped steps do not count)
+};
+
+}  // namespace amsp

@@ -1,0 +1,601 @@
+#pragma once
+// ShardedOptimizer: owns the model states of a data-parallel job, sharded by a Plan, and moves
+// them with the collectives of a Communicator. Bucket-granular: the user (or the overlap
+// executor) makes a bucket's full parameters available, releases them, hands in a bucket's full
+// gradients per micro-batch, and steps.
+//
+//   amsp::ShardedOptimizer opt(comm, mesh, plan, amsp::optim::AdamW{.lr = 1e-3f}, buckets);
+//   opt.set_tensor("fc1.weight", std::span<const float>(init));       // same values on every rank
+//   for (int m = 0; m < M; ++m) {
+//     opt.start_micro_batch(/*last=*/m == M - 1);
+//     for (int b = 0; b < L; ++b) forward(b, opt.gather(b));            // full params of bucket b
+//     for (int b = L - 1; b >= 0; --b) {
+//       backward(b, opt.grad_buffer(b));                                // write full gradients
+//       opt.reduce_gradients(b);  opt.release(b);
+//     }
+//   }
+//   opt.step();
+//
+// The step schedule (docs/engine.md):
+//   every micro-batch  ReduceScatter in the P group (s_p > 1), then across the s_g/s_p ranks of
+//                      the G group sharing the P shard (s_g > s_p); accumulate into the G shard.
+//   last micro-batch   ReduceScatter across the s_os/s_g ranks sharing the G shard (s_os > s_g),
+//                      AllReduce across the world/s_os ranks holding the same OS shard. Gradients
+//                      cross OS replicas once per step, whatever the micro-batch count.
+//   step               global norm over the OS group (each OS shard counted once), overflow skip on
+//                      every rank together, fused update of the local OS shard, then the updated
+//                      parameters spread back to the P shards (AllGather, or Broadcast for the
+//                      whole-tensor layout), asynchronously: gather(b) waits for bucket b only.
+// Reductions run in fp32 whatever the gradient dtype. A component whose factor is 1 allocates no
+// scratch and issues no collective.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "amsp/comm/communicator.hpp"
+#include "amsp/core/buffer.hpp"
+#include "amsp/core/dtype.hpp"
+#include "amsp/core/error.hpp"
+#include "amsp/core/tensor_traits.hpp"
+#include "amsp/engine/bucket_geometry.hpp"
+#include "amsp/engine/buffer_pool.hpp"
+#include "amsp/engine/options.hpp"
+#include "amsp/optim/grad_norm.hpp"
+#include "amsp/optim/update_host.hpp"
+#include "amsp/sharding/groups.hpp"
+#include "amsp/sharding/policy.hpp"
+
+namespace amsp {
+
+/// Bytes of model states one rank holds (MemoryReport::model_states() is the paper's
+/// 2Φ/s_p + 2Φ/s_g + 12Φ/s_os for bf16 + AdamW, over the padded bucket sizes), plus scratch.
+struct MemoryReport {
+  std::size_t params = 0;            ///< P store: the parameter shard in the compute dtype
+  std::size_t grads = 0;             ///< G store: the gradient-accumulation shard
+  std::size_t optimizer_states = 0;  ///< OS store: fp32 master weights and the rule's states
+  std::size_t scratch = 0;           ///< gather/reduce scratch high-water mark, fp32 OS gradients
+
+  [[nodiscard]] std::size_t model_states() const { return params + grads + optimizer_states; }
+};
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT>
+class ShardedOptimizer {
+  static_assert(std::is_same_v<ParamT, float> || std::is_same_v<ParamT, bf16>,
+                "amsp: parameters are fp32 or bf16");
+  static_assert(std::is_same_v<GradT, float> || std::is_same_v<GradT, bf16>, "amsp: gradients are fp32 or bf16");
+
+public:
+  using param_type = ParamT;
+  using grad_type = GradT;
+
+  /// Collective over every rank of `world`, which must fill `mesh`. Validates the plan (its rule
+  /// is named in the error) and the buckets, builds the sub-communicators, allocates the stores.
+  ShardedOptimizer(Comm& world, const Mesh& mesh, const Plan& plan, Rule rule, std::vector<BucketSpec> buckets,
+                   EngineOptions options = {})
+      : world_(&world), mesh_(checked_mesh(mesh, world)), groups_(mesh, plan), rule_(rule),
+        options_(options), rank_(world.rank()) {
+    check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
+          "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
+          to_string(plan.g), " and s_p = ", to_string(plan.p));
+    check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
+    split_communicators();
+    for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
+  }
+
+  /// The same, with the plan given as compile-time policy types.
+  template <class KP, class KG, class KOS>
+  ShardedOptimizer(Comm& world, const Mesh& mesh, ShardPolicy<KP> p, ShardPolicy<KG> g, ShardPolicy<KOS> os,
+                   Rule rule, std::vector<BucketSpec> buckets, EngineOptions options = {})
+      : ShardedOptimizer(world, mesh, plan_of(p, g, os), rule, std::move(buckets), options) {}
+
+  ShardedOptimizer(const ShardedOptimizer&) = delete;
+  ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
+
+  ~ShardedOptimizer() {
+    // Outstanding collectives read and write our stores: let them finish before the stores go.
+    for (Bucket& b : buckets_) {
+      try {
+        b.gather_handle.wait();
+        for (comm::Handle& h : b.spread_handles) h.wait();
+      } catch (...) {  // an aborted world: nothing left to wait for
+      }
+    }
+  }
+
+  // ---- description ---------------------------------------------------------------------------
+  [[nodiscard]] const Mesh& mesh() const { return mesh_; }
+  [[nodiscard]] const Plan& plan() const { return groups_.plan(); }
+  [[nodiscard]] const PlanGroups& groups() const { return groups_; }
+  [[nodiscard]] const Rule& rule() const { return rule_; }
+  [[nodiscard]] const EngineOptions& options() const { return options_; }
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  [[nodiscard]] const BucketSpec& bucket(int b) const { return at(b).spec; }
+  /// The flat layout of bucket b: where each tensor sits inside gather(b) and grad_buffer(b).
+  [[nodiscard]] const FlatLayout& layout(int b) const { return at(b).layout; }
+  [[nodiscard]] const BucketGeometry& geometry(int b) const { return at(b).geo; }
+  [[nodiscard]] int bucket_index(std::string_view name) const {
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      if (buckets_[i].spec.name == name) return static_cast<int>(i);
+    fail("engine.unknown_bucket", "no bucket named '", name, "'");
+  }
+  /// Optimizer steps taken (skipped overflow steps do not count).
+  [[nodiscard]] std::int64_t steps() const { return step_; }
+
+  // ---- parameters ----------------------------------------------------------------------------
+  /// Sets the full value of tensor `name` (every rank passes the same values; each keeps its
+  /// shards). Converts from the tensor's dtype. Call before the first step or to overwrite.
+  template <tensor_like T>
+  void set_tensor(std::string_view name, const T& values) {
+    const tensor_view v = view_of(values);
+    check(v.space == memory_kind::host, "engine.memory_space", "tensor '", name, "' is in ",
+          name_of(v.space), " memory; this engine holds host memory");
+    for (Bucket& b : buckets_)
+      for (const TensorSlot& slot : b.layout.slots())
+        if (slot.name == name) {
+          check_equal(v.numel, slot.numel, "engine.tensor_size", "element count of tensor '" + slot.name + "'");
+          visit_dtype(v.type, [&](auto tag) {
+            using E = decltype(tag);
+            set_slot(b, slot, static_cast<const E*>(v.data));
+          });
+          return;
+        }
+    fail("engine.unknown_tensor", "no tensor named '", name, "' in any bucket");
+  }
+
+  /// Starts the AllGather of bucket b's parameters without waiting (the executor's prefetch).
+  void prefetch(int b) {
+    Bucket& bucket = at(b);
+    check(!bucket.gathered && !bucket.gather_handle.pending(), "engine.gather_twice", "bucket '",
+          bucket.spec.name, "' is already gathered or being gathered; release it first");
+    wait_spread(bucket);
+    if (!p_comm_) return;
+    bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
+    bucket.gather_handle = p_comm_->all_gather_async(bucket.p_store.data(), gather_pool_.data(bucket.gather_slot),
+                                                     bucket.geo.p.size());
+  }
+
+  /// The full parameters of bucket b in the flat layout layout(b), valid until release(b). With
+  /// P replicated this is the P store itself (no copy, no collective).
+  [[nodiscard]] std::span<const ParamT> gather(int b) {
+    Bucket& bucket = at(b);
+    check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
+          "' is already gathered; release it first");
+    if (!bucket.gather_handle.pending() && bucket.gather_slot < 0) prefetch(b);
+    bucket.gather_handle.wait();
+    bucket.gathered = true;
+    return full_params(bucket);
+  }
+
+  /// Writes the full parameters of bucket b into the user's tensors (one per tensor of the
+  /// bucket, in order, converting dtype), then releases the bucket.
+  void gather_into(int b, std::span<const tensor_view> tensors) {
+    Bucket& bucket = at(b);
+    check_tensors(bucket, tensors, "parameter");
+    const std::span<const ParamT> full = gather(b);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSlot& slot = bucket.layout.slots()[i];
+      visit_dtype(tensors[i].type, [&](auto tag) {
+        using E = decltype(tag);
+        E* out = static_cast<E*>(tensors[i].data);
+        for (std::size_t k = 0; k < slot.numel; ++k) out[k] = from_float<E>(to_float(full[slot.offset + k]));
+      });
+    }
+    release(b);
+  }
+
+  /// Gives back the gather scratch of bucket b (a no-op with P replicated).
+  void release(int b) {
+    Bucket& bucket = at(b);
+    bucket.gather_handle.wait();
+    if (bucket.gather_slot >= 0) gather_pool_.release(bucket.gather_slot);
+    bucket.gather_slot = -1;
+    bucket.gathered = false;
+  }
+
+  // ---- gradients -----------------------------------------------------------------------------
+  /// Opens a micro-batch; `last` marks the one whose gradients complete the step. Every bucket's
+  /// gradients must be handed once per micro-batch.
+  void start_micro_batch(bool last = false) {
+    check(!last_, "engine.step_pending", "the last micro-batch was handed; call step() before starting another");
+    if (open_) require_all_reduced("start_micro_batch");
+    open_ = true;
+    last_ = last;
+    ++micro_batches_;
+    for (Bucket& b : buckets_) b.reduced = false;
+  }
+
+  /// A buffer of layout(b).buffer_size elements for this micro-batch's full gradients of bucket b;
+  /// write each tensor at its slot offset, then call reduce_gradients(b).
+  [[nodiscard]] std::span<GradT> grad_buffer(int b) {
+    Bucket& bucket = at(b);
+    require_open(bucket);
+    if (bucket.grad_slot < 0) {
+      bucket.grad_slot = grad_pool_.acquire(bucket.geo.n);
+      zero_padding(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
+    }
+    return {grad_pool_.data(bucket.grad_slot), bucket.geo.n};
+  }
+
+  /// Hands in the gradients written into grad_buffer(b).
+  void reduce_gradients(int b) {
+    Bucket& bucket = at(b);
+    require_open(bucket);
+    check(bucket.grad_slot >= 0, "engine.no_gradients", "bucket '", bucket.spec.name,
+          "': reduce_gradients(b) reads grad_buffer(b), which was not requested this micro-batch");
+    reduce(bucket, grad_pool_.data(bucket.grad_slot));
+    grad_pool_.release(bucket.grad_slot);
+    bucket.grad_slot = -1;
+  }
+
+  /// Hands in gradients that live in the user's tensors (one per tensor of the bucket, in order).
+  void reduce_gradients(int b, std::span<const tensor_view> grads) {
+    Bucket& bucket = at(b);
+    require_open(bucket);
+    check_tensors(bucket, grads, "gradient");
+    const int slot = grad_pool_.acquire(bucket.geo.n);
+    GradT* full = grad_pool_.data(slot);
+    zero_padding(bucket.layout, full, bucket.geo.n);
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const TensorSlot& s = bucket.layout.slots()[i];
+      visit_dtype(grads[i].type, [&](auto tag) {
+        using E = decltype(tag);
+        const E* in = static_cast<const E*>(grads[i].data);
+        for (std::size_t k = 0; k < s.numel; ++k) full[s.offset + k] = from_float<GradT>(to_float(in[k]));
+      });
+    }
+    reduce(bucket, full);
+    grad_pool_.release(slot);
+  }
+
+  // ---- step ----------------------------------------------------------------------------------
+  /// Updates every rank's OS shard and spreads the new parameters. `loss_scale` is the factor the
+  /// loss was multiplied by (its inverse is folded into the update). Collective over the world.
+  StepResult step(float loss_scale = 1.0f) {
+    check(last_, "engine.step_without_gradients",
+          "step() needs the gradients of a last micro-batch: call start_micro_batch(true) and hand every bucket");
+    require_all_reduced("step");
+    check(loss_scale > 0.0f && std::isfinite(loss_scale), "engine.loss_scale", "loss scale ", loss_scale,
+          " must be positive and finite");
+    const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
+    StepResult result;
+    const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+    if (need_norm) {
+      double sum_sq = 0.0;
+      for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
+      if (os_comm_) os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
+      result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
+    }
+    const bool nonfinite = need_norm && !std::isfinite(result.grad_norm);
+    if (options_.skip_nonfinite && nonfinite) {
+      result.skipped = true;
+    } else {
+      if (options_.max_grad_norm > 0.0f && result.grad_norm > options_.max_grad_norm)
+        result.clip_coefficient = static_cast<float>(options_.max_grad_norm / (result.grad_norm + 1e-6));
+      const float grad_scale = static_cast<float>(average / loss_scale) * result.clip_coefficient;
+      ++step_;
+      for (Bucket& b : buckets_) update_and_spread(b, grad_scale);
+    }
+    result.step = step_;
+    open_ = last_ = false;
+    micro_batches_ = 0;
+    for (Bucket& b : buckets_) b.accumulated = b.finished = b.reduced = false;
+    return result;
+  }
+
+  /// Waits for every outstanding spread (step() leaves them running to overlap the next forward).
+  void synchronize() {
+    for (Bucket& b : buckets_) wait_spread(b);
+  }
+
+  // ---- reports -------------------------------------------------------------------------------
+  [[nodiscard]] MemoryReport memory() const {
+    MemoryReport m;
+    for (const Bucket& b : buckets_) {
+      m.params += b.p_store.size_bytes();
+      m.grads += b.g_store.size_bytes();
+      m.optimizer_states += b.master.size_bytes();
+      for (const auto& s : b.states) m.optimizer_states += s.size_bytes();
+      m.scratch += b.os_grad.size_bytes();
+    }
+    m.scratch += gather_pool_.bytes() + grad_pool_.bytes() + work_pool_.bytes();
+    return m;
+  }
+
+private:
+  struct Bucket {
+    BucketSpec spec;
+    FlatLayout layout;
+    BucketGeometry geo;
+    host_buffer<ParamT> p_store;        // the P shard (the full bucket when P is replicated)
+    host_buffer<GradT> g_store;         // the G shard, accumulated over micro-batches
+    host_buffer<float> master;          // the OS shard: fp32 master weights...
+    std::vector<host_buffer<float>> states;  // ...and the rule's states
+    host_buffer<float> os_grad;         // fp32 OS-shard gradients when they cannot live in the G store
+    std::vector<OwnedSegment> segments; // whole-tensor layout: this P shard's segments and owners
+    int spread_position = 0;            // position in the spread group (owner index)
+    // per micro-batch / step
+    int gather_slot = -1;
+    comm::Handle gather_handle;
+    bool gathered = false;
+    int grad_slot = -1;
+    std::vector<comm::Handle> spread_handles;
+    bool reduced = false;
+    bool accumulated = false;
+    bool finished = false;
+  };
+
+  // A contiguous run of the OS shard: `count` elements at `os_offset` of the OS store that sit at
+  // `bucket_offset` of the bucket.
+  struct OsPiece {
+    std::size_t bucket_offset;
+    std::size_t os_offset;
+    std::size_t count;
+  };
+
+  static const Mesh& checked_mesh(const Mesh& mesh, const Comm& world) {
+    mesh.check_world_size(world.size());
+    return mesh;
+  }
+
+  [[nodiscard]] Bucket& at(int b) {
+    check(b >= 0 && b < bucket_count(), "engine.unknown_bucket", "bucket index ", b, " is outside [0, ",
+          bucket_count(), ")");
+    return buckets_[static_cast<std::size_t>(b)];
+  }
+  [[nodiscard]] const Bucket& at(int b) const { return const_cast<ShardedOptimizer*>(this)->at(b); }
+
+  [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
+
+  // Sub-communicators are split in a fixed order on every rank; a group of one is never built.
+  void split_communicators() {
+    const auto make = [&](const GroupSet& set, std::optional<Comm>& out) {
+      if (set.group_size() > 1) out.emplace(world_->split(set));
+    };
+    make(groups_.p(), p_comm_);
+    make(groups_.g_split(), g_split_comm_);
+    make(groups_.os_split(), os_split_comm_);
+    make(groups_.spread(), spread_comm_);
+    make(groups_.os_replica(), os_replica_comm_);
+    make(groups_.os(), os_comm_);
+  }
+
+  void add_bucket(BucketSpec spec) {
+    check(!spec.tensors.empty(), "engine.buckets", "bucket '", spec.name, "' has no tensors");
+    for (const Bucket& b : buckets_)
+      check(b.spec.name != spec.name, "engine.buckets", "bucket name '", spec.name, "' appears twice");
+    Bucket b;
+    b.layout = bucket_layout(spec, dtype_of_v<ParamT>, plan(), options_.alignment_bytes);
+    for (const Bucket& other : buckets_)
+      for (const TensorSlot& s : b.layout.slots())
+        for (const TensorSlot& o : other.layout.slots())
+          check(s.name != o.name, "engine.buckets", "tensor name '", s.name, "' appears in two buckets");
+    b.spec = std::move(spec);
+    b.geo = bucket_geometry(b.layout.buffer_size(dtype_of_v<ParamT>), groups_, rank_);
+    b.p_store = host_buffer<ParamT>(b.geo.p.size());
+    b.g_store = host_buffer<GradT>(b.geo.g.size());
+    const int p_index = groups_.shard_index(Component::params, rank_);
+    const int os_index = groups_.shard_index(Component::optimizer_states, rank_);
+    b.spread_position = os_index - p_index * (plan().os.size() / plan().p.size());
+    std::size_t os_count = b.geo.os.size();
+    if (whole_tensor()) {
+      b.segments = owned_segments(b.layout, b.geo.p, plan().os.size() / plan().p.size());
+      os_count = owned_elements(b.segments, b.spread_position);
+    }
+    b.master = host_buffer<float>(os_count);
+    for (int s = 0; s < Rule::state_count; ++s) b.states.emplace_back(os_count);
+    if (whole_tensor() || !std::is_same_v<GradT, float>) b.os_grad = host_buffer<float>(os_count);
+    buckets_.push_back(std::move(b));
+  }
+
+  [[nodiscard]] std::vector<OsPiece> os_pieces(const Bucket& b) const {
+    if (!whole_tensor()) return {OsPiece{b.geo.os.begin, 0, b.geo.os.size()}};
+    std::vector<OsPiece> pieces;
+    for (const OwnedSegment& s : b.segments)
+      if (s.owner == b.spread_position) pieces.push_back({b.geo.p.begin + s.offset_in_p, s.offset_in_owner, s.size});
+    return pieces;
+  }
+  [[nodiscard]] std::size_t os_elements(const Bucket& b) const { return b.master.size(); }
+  [[nodiscard]] float* os_grads(Bucket& b) {
+    return b.os_grad.empty() && !whole_tensor() ? reinterpret_cast<float*>(b.g_store.data()) + b.geo.os_in_g
+                                                : b.os_grad.data();
+  }
+
+  template <class E>
+  void set_slot(Bucket& b, const TensorSlot& slot, const E* values) {
+    wait_spread(b);
+    const ShardRange in_p = slot.range().intersect(b.geo.p);
+    for (std::size_t i = in_p.begin; i < in_p.end; ++i)
+      b.p_store[i - b.geo.p.begin] = from_float<ParamT>(to_float(values[i - slot.offset]));
+    for (const OsPiece& piece : os_pieces(b)) {
+      const ShardRange run = slot.range().intersect({piece.bucket_offset, piece.bucket_offset + piece.count});
+      for (std::size_t i = run.begin; i < run.end; ++i)
+        b.master[piece.os_offset + (i - piece.bucket_offset)] = to_float(values[i - slot.offset]);
+    }
+  }
+
+  [[nodiscard]] std::span<const ParamT> full_params(Bucket& b) {
+    if (!p_comm_) return {b.p_store.data(), b.p_store.size()};
+    return {gather_pool_.data(b.gather_slot), b.geo.n};
+  }
+
+  void wait_spread(Bucket& b) {
+    for (comm::Handle& h : b.spread_handles) h.wait();
+    b.spread_handles.clear();
+  }
+
+  template <class T>
+  static void zero_padding(const FlatLayout& layout, T* full, std::size_t n) {
+    std::size_t cursor = 0;
+    for (const TensorSlot& s : layout.slots()) {
+      std::fill(full + cursor, full + s.offset, T{});
+      cursor = s.offset + s.numel;
+    }
+    std::fill(full + cursor, full + n, T{});
+  }
+
+  void check_tensors(const Bucket& b, std::span<const tensor_view> tensors, const char* what) const {
+    check_equal(tensors.size(), b.layout.slots().size(), "engine.tensor_count",
+                std::string("number of ") + what + " tensors handed for bucket '" + b.spec.name + "'");
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSlot& s = b.layout.slots()[i];
+      check_equal(tensors[i].numel, s.numel, "engine.tensor_size",
+                  std::string(what) + " element count of tensor '" + s.name + "'");
+      check(tensors[i].space == memory_kind::host, "engine.memory_space", what, " tensor '", s.name, "' is in ",
+            name_of(tensors[i].space), " memory; this engine holds host memory");
+    }
+  }
+
+  void require_open(const Bucket& b) const {
+    check(open_, "engine.no_micro_batch", "bucket '", b.spec.name,
+          "': call start_micro_batch(last) before handing gradients");
+    check(!b.reduced, "engine.gradient_twice", "bucket '", b.spec.name,
+          "': gradients were already handed in this micro-batch");
+  }
+
+  void require_all_reduced(const char* caller) const {
+    std::string missing;
+    for (const Bucket& b : buckets_)
+      if (!b.reduced) missing += (missing.empty() ? "'" : ", '") + b.spec.name + "'";
+    check(open_ && missing.empty(), caller == std::string_view("step") ? "engine.step_without_gradients" : "engine.incomplete_micro_batch",
+          caller, "(): the current micro-batch lacks the gradients of bucket(s) ",
+          missing.empty() ? std::string("(none: no micro-batch was started)") : missing);
+  }
+
+  // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
+  // split (fp32), accumulate into the G shard; on the last micro-batch, reduce on to the OS shard.
+  void reduce(Bucket& b, const GradT* full) {
+    const BucketGeometry& geo = b.geo;
+    int x_slot = -1;
+    const float* x = nullptr;
+    if constexpr (std::is_same_v<GradT, float>) {
+      x = full;
+    } else {
+      x_slot = work_pool_.acquire(geo.n);
+      float* wide = work_pool_.data(x_slot);
+      for (std::size_t i = 0; i < geo.n; ++i) wide[i] = to_float(full[i]);
+      x = wide;
+    }
+    // Where the last reduction stage writes: straight into the G store when it can.
+    const bool direct = std::is_same_v<GradT, float> && !b.accumulated;
+    int z_slot = -1;
+    float* z = nullptr;
+    if (p_comm_ || g_split_comm_) {
+      if (direct) z = reinterpret_cast<float*>(b.g_store.data());
+      else {
+        z_slot = work_pool_.acquire(geo.g.size());
+        z = work_pool_.data(z_slot);
+      }
+    }
+    if (p_comm_ && g_split_comm_) {
+      const int y_slot = work_pool_.acquire(geo.p.size());
+      float* y = work_pool_.data(y_slot);
+      p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+      g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
+      work_pool_.release(y_slot);
+    } else if (p_comm_) {
+      p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
+    } else if (g_split_comm_) {
+      g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
+    } else {
+      z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
+    }
+    if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z);
+    b.accumulated = true;
+    if (z_slot >= 0) work_pool_.release(z_slot);
+    if (x_slot >= 0) work_pool_.release(x_slot);
+    b.reduced = true;
+    if (last_) finish(b);
+  }
+
+  void accumulate(Bucket& b, const float* z) {
+    GradT* g = b.g_store.data();
+    const std::size_t n = b.g_store.size();
+    if (!b.accumulated) {
+      for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(z[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(to_float(g[i]) + z[i]);
+    }
+  }
+
+  // Last micro-batch: G shard -> OS shard (ReduceScatter, or Reduce to the owner), then the
+  // AllReduce across OS replicas.
+  void finish(Bucket& b) {
+    const BucketGeometry& geo = b.geo;
+    int wide_slot = -1;
+    float* g32 = nullptr;
+    if constexpr (std::is_same_v<GradT, float>) {
+      g32 = b.g_store.data();
+    } else {
+      wide_slot = work_pool_.acquire(geo.g.size());
+      g32 = work_pool_.data(wide_slot);
+      for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
+    }
+    if (!whole_tensor()) {
+      if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
+      if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
+    } else {
+      for (const OwnedSegment& s : b.segments) {
+        float* seg = g32 + s.offset_in_p;
+        if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
+        if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
+      }
+    }
+    if (os_replica_comm_ && os_elements(b) > 0)
+      os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
+    if (wide_slot >= 0) work_pool_.release(wide_slot);
+    b.finished = true;
+  }
+
+  void update_and_spread(Bucket& b, float grad_scale) {
+    wait_spread(b);
+    check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+          "' is still gathered; release it before step()");
+    const float* grads = os_grads(b);
+    for (const OsPiece& piece : os_pieces(b)) {
+      optim::ShardState<Rule> shard;
+      shard.master = {b.master.data() + piece.os_offset, piece.count};
+      for (int s = 0; s < Rule::state_count; ++s)
+        shard.states[static_cast<std::size_t>(s)] = {b.states[static_cast<std::size_t>(s)].data() + piece.os_offset, piece.count};
+      const std::span<ParamT> out{b.p_store.data() + (piece.bucket_offset - b.geo.p.begin), piece.count};
+      optim::update_host(rule_, shard, std::span<const float>(grads + piece.os_offset, piece.count), out,
+                         optim::StepOptions{step_, grad_scale, false});
+    }
+    if (!spread_comm_) return;
+    if (!whole_tensor()) {
+      ParamT* p = b.p_store.data();
+      b.spread_handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
+    } else {
+      for (const OwnedSegment& s : b.segments) {
+        ParamT* p = b.p_store.data() + s.offset_in_p;
+        b.spread_handles.push_back(spread_comm_->broadcast_async(p, p, s.size, s.owner));
+      }
+    }
+  }
+
+  Comm* world_;
+  Mesh mesh_;
+  PlanGroups groups_;
+  Rule rule_;
+  EngineOptions options_;
+  int rank_;
+  std::optional<Comm> p_comm_, g_split_comm_, os_split_comm_, spread_comm_, os_replica_comm_, os_comm_;
+  std::vector<Bucket> buckets_;
+  detail::BufferPool<ParamT> gather_pool_;
+  detail::BufferPool<GradT> grad_pool_;
+  detail::BufferPool<float> work_pool_;
+  bool open_ = false;
+  bool last_ = false;
+  int micro_batches_ = 0;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace amsp

@@ -1,0 +1,107 @@
+#pragma once
+// Runs the synthetic job of engine_harness.hpp through a ShardedOptimizer on any communicator,
+// and the float64 reference of the same job without one.
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "amsp/engine/sharded_optimizer.hpp"
+#include "engine_harness.hpp"
+
+namespace amsp::test {
+
+struct JobConfig {
+  int steps = 10;
+  int micro_batches = 1;
+  float max_grad_norm = 0.0f;
+  OsLayout os_layout = OsLayout::even_split;
+  std::uint64_t seed = 42;
+};
+
+/// Final full parameters, one vector per tensor in model order.
+using Params = std::vector<std::vector<float>>;
+
+/// Runs the job on this rank; returns the final full parameters it sees.
+template <class Comm, class Rule>
+Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job,
+               MemoryReport* memory = nullptr) {
+  EngineOptions options;
+  options.os_layout = job.os_layout;
+  options.max_grad_norm = job.max_grad_norm;
+  ShardedOptimizer<Comm, Rule> opt(comm, mesh, plan, rule, odd_model(), options);
+  std::size_t t = 0;
+  for (int b = 0; b < opt.bucket_count(); ++b)
+    for (const TensorSlot& slot : opt.layout(b).slots()) {
+      std::vector<float> init(slot.numel);
+      for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(initial_value(t, i));
+      opt.set_tensor(slot.name, std::span<const float>(init));
+      ++t;
+    }
+  for (int step = 0; step < job.steps; ++step) {
+    for (int m = 0; m < job.micro_batches; ++m) {
+      opt.start_micro_batch(m == job.micro_batches - 1);
+      std::size_t tensor = 0;
+      for (int b = 0; b < opt.bucket_count(); ++b) {
+        const std::span<const float> full = opt.gather(b);
+        const std::span<float> grads = opt.grad_buffer(b);
+        for (const TensorSlot& slot : opt.layout(b).slots()) {
+          for (std::size_t i = 0; i < slot.numel; ++i)
+            grads[slot.offset + i] = static_cast<float>(
+                gradient(job.seed, step, m, comm.rank(), tensor, i, full[slot.offset + i]));
+          ++tensor;
+        }
+        opt.release(b);
+        opt.reduce_gradients(b);
+      }
+    }
+    opt.step();
+  }
+  Params out;
+  for (int b = 0; b < opt.bucket_count(); ++b) {
+    const std::span<const float> full = opt.gather(b);
+    for (const TensorSlot& slot : opt.layout(b).slots())
+      out.emplace_back(full.begin() + static_cast<std::ptrdiff_t>(slot.offset),
+                       full.begin() + static_cast<std::ptrdiff_t>(slot.offset + slot.numel));
+    opt.release(b);
+  }
+  if (memory != nullptr) *memory = opt.memory();
+  return out;
+}
+
+/// The same job in float64 without sharding: every rank's gradients summed, averaged over
+/// ranks × micro-batches, clipped by the global norm, and applied by `update` (the test's own
+/// float64 statement of the rule).
+template <class Update>
+std::vector<std::vector<double>> reference_job(int world, const JobConfig& job, Update&& update) {
+  std::vector<std::vector<double>> params;
+  std::size_t t = 0;
+  for (const BucketSpec& b : odd_model())
+    for (const TensorSpec& spec : b.tensors) {
+      std::vector<double> p(spec.numel());
+      for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<double>(static_cast<float>(initial_value(t, i)));
+      params.push_back(std::move(p));
+      ++t;
+    }
+  for (int step = 0; step < job.steps; ++step) {
+    std::vector<std::vector<double>> grads;
+    double sum_sq = 0.0;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      std::vector<double> g(params[k].size(), 0.0);
+      for (int r = 0; r < world; ++r)
+        for (int m = 0; m < job.micro_batches; ++m)
+          for (std::size_t i = 0; i < g.size(); ++i) g[i] += gradient(job.seed, step, m, r, k, i, params[k][i]);
+      for (double& x : g) {
+        x /= static_cast<double>(world * job.micro_batches);
+        sum_sq += x * x;
+      }
+      grads.push_back(std::move(g));
+    }
+    const double norm = std::sqrt(sum_sq);
+    const double clip = job.max_grad_norm > 0 && norm > job.max_grad_norm ? job.max_grad_norm / (norm + 1e-6) : 1.0;
+    for (std::size_t k = 0; k < params.size(); ++k) update(k, step + 1, params[k], grads[k], clip);
+  }
+  return params;
+}
+
+}  // namespace amsp::test

@@ -1,0 +1,146 @@
+// Parity: every valid plan on every mesh of the threads backend ends a 10-step job with the same
+// parameters as the DDP plan (fp32, 1e-6 relative), the DDP plan matches a float64 reference,
+// and the same plan run twice is bitwise identical.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "amsp/comm/threads.hpp"
+#include "amsp/optim/adam.hpp"
+#include "amsp/optim/sgd_momentum.hpp"
+#include "amsp/sharding.hpp"
+#include "engine_runner.hpp"
+
+namespace {
+
+using amsp::test::JobConfig;
+using amsp::test::Params;
+
+template <class Rule>
+Params run_threads(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, const JobConfig& job) {
+  std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
+  amsp::comm::run_on_threads(mesh.world_size(), [&](amsp::comm::ThreadsCommunicator& comm) {
+    per_rank[static_cast<std::size_t>(comm.rank())] = amsp::test::run_job(comm, mesh, plan, rule, job);
+  });
+  for (const Params& p : per_rank) REQUIRE(p == per_rank.front());  // every rank sees the same parameters
+  return per_rank.front();
+}
+
+bool bitwise_equal(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t t = 0; t < a.size(); ++t)
+    if (a[t].size() != b[t].size() || std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+/// The tolerance's measure: per tensor, max |a - b| relative to max |b| (the infinity-norm
+/// relative error), worst over tensors. An element-wise ratio would be meaningless for values
+/// that cancel to near zero: their rounding error is set by the size of the terms that cancelled
+/// (the tensor's scale), not by their own size. docs/engine.md states the tolerance.
+template <class A, class B>
+double max_relative_error(const A& got, const B& want) {
+  double worst = 0.0;
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    double err = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < want[t].size(); ++i) {
+      err = std::max(err, std::abs(double(got[t][i]) - double(want[t][i])));
+      scale = std::max(scale, std::abs(double(want[t][i])));
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+template <class Rule>
+void check_every_plan(const amsp::Mesh& mesh, const Rule& rule) {
+  for (int micro : {1, 3})
+    for (float clip : {0.0f, 0.05f}) {
+      JobConfig job;
+      job.micro_batches = micro;
+      job.max_grad_norm = clip;
+      const Params ddp = run_threads(mesh, amsp::preset("ddp", mesh), rule, job);
+      for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
+        for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
+          if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;  // needs s_g = s_p
+          CAPTURE(amsp::to_string(mesh));
+          CAPTURE(amsp::to_string(plan));
+          CAPTURE(amsp::name_of(layout));
+          CAPTURE(micro);
+          CAPTURE(clip);
+          job.os_layout = layout;
+          const Params got = run_threads(mesh, plan, rule, job);
+          CHECK(max_relative_error(got, ddp) <= 1e-6);
+        }
+    }
+}
+
+const amsp::Mesh threads_meshes[] = {{1, 1}, {2, 1}, {4, 1}, {8, 1}, {2, 2}, {4, 2}, {2, 4}};
+
+}  // namespace
+
+TEST_CASE("every plan matches DDP: AdamW") {
+  for (const amsp::Mesh& mesh : threads_meshes) check_every_plan(mesh, amsp::optim::AdamW{.lr = 1e-2f});
+}
+
+TEST_CASE("every plan matches DDP: SGD with momentum") {
+  for (const amsp::Mesh& mesh : threads_meshes) check_every_plan(mesh, amsp::optim::SgdMomentum{.lr = 1e-2f});
+}
+
+TEST_CASE("the same plan run twice is bitwise identical") {
+  const amsp::Mesh mesh(4, 2);
+  for (const char* name : {"ddp", "zero3", "amsp-13b", "amsp-30b", "mics(2)"}) {
+    CAPTURE(name);
+    JobConfig job;
+    job.micro_batches = 3;
+    job.max_grad_norm = 0.05f;
+    const amsp::Plan plan = amsp::parse_plan(name, mesh);
+    const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
+    CHECK(bitwise_equal(run_threads(mesh, plan, rule, job), run_threads(mesh, plan, rule, job)));
+  }
+}
+
+TEST_CASE("DDP matches a float64 statement of AdamW and SGD") {
+  const amsp::Mesh mesh(2, 2);
+  for (int micro : {1, 3})
+    for (float clip : {0.0f, 0.05f}) {
+      CAPTURE(micro);
+      CAPTURE(clip);
+      JobConfig job;
+      job.micro_batches = micro;
+      job.max_grad_norm = clip;
+      // AdamW, PyTorch's formulation, in double.
+      const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+      std::vector<std::vector<double>> m(6), v(6);
+      const auto adamw = [&](std::size_t k, int t, std::vector<double>& p, const std::vector<double>& g, double clip_coef) {
+        m[k].resize(p.size());
+        v[k].resize(p.size());
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          const double gi = g[i] * clip_coef;
+          p[i] *= 1 - lr * wd;
+          m[k][i] = b1 * m[k][i] + (1 - b1) * gi;
+          v[k][i] = b2 * v[k][i] + (1 - b2) * gi * gi;
+          const double mh = m[k][i] / (1 - std::pow(b1, t)), vh = v[k][i] / (1 - std::pow(b2, t));
+          p[i] -= lr * mh / (std::sqrt(vh) + eps);
+        }
+      };
+      const auto want = amsp::test::reference_job(mesh.world_size(), job, adamw);
+      const Params got = run_threads(mesh, amsp::preset("ddp", mesh), amsp::optim::AdamW{.lr = 1e-2f}, job);
+      CHECK(max_relative_error(got, want) <= 1e-6);
+
+      // SGD with momentum 0.9, PyTorch's formulation (buffer = g at t = 1), in double.
+      std::vector<std::vector<double>> buf(6);
+      const auto sgd = [&](std::size_t k, int t, std::vector<double>& p, const std::vector<double>& g, double clip_coef) {
+        buf[k].resize(p.size());
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          const double gi = g[i] * clip_coef;
+          buf[k][i] = t == 1 ? gi : 0.9 * buf[k][i] + gi;
+          p[i] -= 1e-2 * buf[k][i];
+        }
+      };
+      const auto want_sgd = amsp::test::reference_job(mesh.world_size(), job, sgd);
+      const Params got_sgd = run_threads(mesh, amsp::preset("ddp", mesh), amsp::optim::SgdMomentum{.lr = 1e-2f}, job);
+      CHECK(max_relative_error(got_sgd, want_sgd) <= 1e-6);
+    }
+}
