@@ -47,6 +47,7 @@
 #include "amsp/core/tensor_traits.hpp"
 #include "amsp/engine/bucket_geometry.hpp"
 #include "amsp/engine/buffer_pool.hpp"
+#include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/options.hpp"
 #include "amsp/optim/grad_norm.hpp"
 #include "amsp/optim/update_host.hpp"
@@ -308,6 +309,20 @@ public:
     }
     m.scratch += gather_pool_.bytes() + grad_pool_.bytes() + work_pool_.bytes();
     return m;
+  }
+
+  /// Bytes this rank sends per step under this engine's plan, layout and options, for
+  /// `micro_batches` micro-batches and `gathers_per_micro_batch` AllGathers of each bucket.
+  [[nodiscard]] TrafficExpectation expected_traffic(int micro_batches, int gathers_per_micro_batch = 1) const {
+    std::vector<FlatLayout> layouts;
+    for (const Bucket& b : buckets_) layouts.push_back(b.layout);
+    TrafficScenario scenario;
+    scenario.micro_batches = micro_batches;
+    scenario.gathers_per_micro_batch = gathers_per_micro_batch;
+    scenario.param_bytes = sizeof(ParamT);
+    scenario.os_layout = options_.os_layout;
+    scenario.grad_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+    return amsp::expected_traffic(groups_, layouts, scenario, rank_);
   }
 
 private:
