@@ -1,0 +1,141 @@
+// Bad input to the engine fails with an amsp::error naming the rule, on every rank, never a hang.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "amsp/comm/threads.hpp"
+#include "amsp/optim/adam.hpp"
+#include "amsp/sharding.hpp"
+#include "engine_runner.hpp"
+
+namespace {
+
+using Threads = amsp::comm::ThreadsCommunicator;
+using Engine = amsp::ShardedOptimizer<Threads, amsp::optim::AdamW>;
+
+/// Runs `body` on every rank of a 2 x 1 world and returns the rule of the error rank 0 saw.
+template <class F>
+std::string rule_of_error(F&& body, const amsp::Mesh& mesh = amsp::Mesh(2, 1), int world = 2) {
+  std::string rule = "(no error)";
+  try {
+    amsp::comm::run_on_threads(world, [&](Threads& comm) {
+      try {
+        body(comm, mesh);
+      } catch (const amsp::error& e) {
+        if (comm.rank() == 0) rule = e.rule();
+        throw;
+      }
+    });
+  } catch (const amsp::error& e) {
+    if (rule == "(no error)") rule = e.rule();
+  }
+  return rule;
+}
+
+}  // namespace
+
+TEST_CASE("a world that does not fill the mesh is rejected") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("ddp", mesh), {}, amsp::test::odd_model());
+        }, amsp::Mesh(2, 2), 3) == "mesh.world_size");
+}
+
+TEST_CASE("an invalid plan names its rule") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::Plan{{2, 1}, {1, 1}, {2, 1}}, {}, amsp::test::odd_model());
+        }) == "plan.ordering");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          amsp::EngineOptions o;
+          o.os_layout = amsp::OsLayout::whole_tensor;
+          Engine opt(comm, mesh, amsp::preset("zero2", mesh), {}, amsp::test::odd_model(), o);
+        }) == "engine.whole_tensor_layout");
+}
+
+TEST_CASE("buckets: none, empty, duplicate names") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) { Engine opt(comm, mesh, amsp::preset("ddp", mesh), {}, {}); }) ==
+        "engine.buckets");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("ddp", mesh), {}, {{"a", {}}});
+        }) == "engine.buckets");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("ddp", mesh), {},
+                     {{"a", {{"w", {3}, amsp::dtype::fp32}}}, {"b", {{"w", {4}, amsp::dtype::fp32}}}});
+        }) == "engine.buckets");
+}
+
+TEST_CASE("gradients for an unknown bucket") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero2", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(true);
+          opt.reduce_gradients(7);
+        }) == "engine.unknown_bucket");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero2", mesh), {}, amsp::test::odd_model());
+          (void)opt.bucket_index("no-such-layer");
+        }) == "engine.unknown_bucket");
+}
+
+TEST_CASE("step without gradients, or with some buckets missing") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          opt.step();
+        }) == "engine.step_without_gradients");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(true);
+          (void)opt.grad_buffer(0);
+          opt.reduce_gradients(0);
+          opt.step();
+        }) == "engine.step_without_gradients");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          (void)opt.grad_buffer(0);
+        }) == "engine.no_micro_batch");
+}
+
+TEST_CASE("gradients handed twice in one micro-batch, or a micro-batch left incomplete") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("ddp", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(false);
+          (void)opt.grad_buffer(1);
+          opt.reduce_gradients(1);
+          (void)opt.grad_buffer(1);
+        }) == "engine.gradient_twice");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("ddp", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(false);
+          opt.start_micro_batch(true);
+        }) == "engine.incomplete_micro_batch");
+}
+
+TEST_CASE("tensors whose sizes change between steps") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {}, {{"a", {{"w", {5}, amsp::dtype::fp32}}}});
+          std::vector<float> g(5, 1.0f);
+          for (int step = 0; step < 2; ++step) {
+            if (step == 1) g.resize(6, 1.0f);  // the user's tensor grew
+            opt.start_micro_batch(true);
+            const amsp::tensor_view v = amsp::view_of(std::span<const float>(g));
+            opt.reduce_gradients(0, std::span<const amsp::tensor_view>(&v, 1));
+            opt.step();
+          }
+        }) == "engine.tensor_size");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {}, {{"a", {{"w", {5}, amsp::dtype::fp32}}}});
+          std::vector<float> init(4, 1.0f);
+          opt.set_tensor("w", std::span<const float>(init));
+        }) == "engine.tensor_size");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {}, {{"a", {{"w", {5}, amsp::dtype::fp32}}}});
+          std::vector<float> init(5, 1.0f);
+          opt.set_tensor("v", std::span<const float>(init));
+        }) == "engine.unknown_tensor");
+}
+
+TEST_CASE("a bucket gathered twice without release") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {}, amsp::test::odd_model());
+          (void)opt.gather(0);
+          (void)opt.gather(0);
+        }) == "engine.gather_twice");
+}
