@@ -3,6 +3,7 @@
 // the four rules, with parsing, the state count and a fused host update taking the states as a
 // list of spans.
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string_view>
@@ -57,7 +58,7 @@ StepResult update_host(const AnyRule& rule, std::span<float> master, std::span<c
         check(states.size() == static_cast<std::size_t>(R::state_count), "optim.state_count", R::name, " needs ",
               R::state_count, " state buffers but ", states.size(), " were given");
         ShardState<R> shard{master, {}};
-        for (std::size_t k = 0; k < shard.states.size(); ++k) shard.states[k] = states[k];
+        std::copy_n(states.begin(), shard.states.size(), shard.states.begin());
         return update_host(r, shard, grads, params_out, opt);
       },
       rule);
