@@ -1,0 +1,127 @@
+#pragma once
+// Measured effective bandwidth of the cluster's collectives, per op × group shape (p0 × p1: ranks
+// per node × nodes of one group) × message size, as `amsp-profile` writes it:
+//
+//   {"format": "amsp-bandwidth-profile/1", "backend": "nccl", "mesh": "8x2", "host": "...",
+//    "entries": [{"op": "all_gather", "group": "8x1", "bytes": 4194304, "seconds": 0.00123,
+//                 "algbw_gbps": 3.41, "busbw_gbps": 2.98}, ...]}
+//
+// `bytes` is the full buffer S of the collective and t(op, S, group) = S / algbw, as nccl-tests
+// defines algbw. An entry needs `seconds` or `algbw_gbps` (seconds wins when both are given).
+//
+// Between measured sizes we interpolate log(time) linearly in log(bytes): collective time is a
+// latency plateau followed by a straight line of slope 1 on a log-log plot, so piecewise log-log
+// lines follow both regimes and never produce a negative or non-monotone time. Below the smallest
+// measured size the time stays that of the smallest (latency bound: less data is never slower);
+// above the largest, the bandwidth of the largest is kept (it has saturated).
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amsp/comm/op.hpp"
+#include "amsp/core/error.hpp"
+#include "amsp/core/json.hpp"
+#include "amsp/sharding/mesh.hpp"
+
+namespace amsp::planner {
+
+struct ProfilePoint {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+class BandwidthProfile {
+public:
+  BandwidthProfile() = default;
+
+  /// Adds a measurement; bytes and seconds must be positive (rule planner.profile).
+  void add(comm::op_kind op, Factor group, double bytes, double seconds) {
+    check(bytes > 0 && seconds > 0 && std::isfinite(bytes) && std::isfinite(seconds), "planner.profile",
+          "profile entry ", comm::name_of(op), " on ", to_string(group), " needs positive bytes and seconds, got ",
+          bytes, " bytes in ", seconds, " s");
+    auto& points = curves_[key(op, group)];
+    points.push_back({bytes, seconds});
+    std::sort(points.begin(), points.end(), [](const ProfilePoint& a, const ProfilePoint& b) { return a.bytes < b.bytes; });
+    // Repeated sizes (several runs) are averaged into one point.
+    std::vector<ProfilePoint> merged;
+    for (std::size_t i = 0; i < points.size();) {
+      std::size_t j = i;
+      double sum = 0;
+      while (j < points.size() && points[j].bytes == points[i].bytes) sum += points[j++].seconds;
+      merged.push_back({points[i].bytes, sum / static_cast<double>(j - i)});
+      i = j;
+    }
+    points = std::move(merged);
+  }
+
+  [[nodiscard]] bool empty() const { return curves_.empty(); }
+  [[nodiscard]] bool has(comm::op_kind op, Factor group) const { return curves_.contains(key(op, group)); }
+
+  /// Interpolated seconds of `op` on a group of shape `group` for a buffer of `bytes`, or nullopt
+  /// when the profile has no entry for that op and shape.
+  [[nodiscard]] std::optional<double> seconds(comm::op_kind op, Factor group, double bytes) const {
+    const auto it = curves_.find(key(op, group));
+    if (it == curves_.end()) return std::nullopt;
+    if (bytes <= 0) return 0.0;
+    const std::vector<ProfilePoint>& points = it->second;
+    if (bytes <= points.front().bytes) return points.front().seconds;
+    if (bytes >= points.back().bytes) return points.back().seconds * bytes / points.back().bytes;
+    const auto upper = std::upper_bound(points.begin(), points.end(), bytes,
+                                        [](double b, const ProfilePoint& p) { return b < p.bytes; });
+    const ProfilePoint& hi = *upper;
+    const ProfilePoint& lo = *std::prev(upper);
+    const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
+    return std::exp(std::log(lo.seconds) + f * std::log(hi.seconds / lo.seconds));
+  }
+
+  /// Reads the JSON document of amsp-profile; errors name the entry (rule planner.profile, or
+  /// json.parse for malformed JSON).
+  [[nodiscard]] static BandwidthProfile from_json(const Json& doc) {
+    check(doc.is_object() && doc.contains("format") && doc.at("format").is_string() &&
+              doc.at("format").as_string() == "amsp-bandwidth-profile/1",
+          "planner.profile", "not a bandwidth profile: expected \"format\": \"amsp-bandwidth-profile/1\"");
+    check(doc.contains("entries") && doc.at("entries").is_array(), "planner.profile",
+          "bandwidth profile has no \"entries\" array");
+    BandwidthProfile profile;
+    std::size_t index = 0;
+    for (const Json& e : doc.at("entries").as_array()) {
+      try {
+        const comm::op_kind op = comm::parse_op_kind(e.at("op").as_string());
+        const Factor group = parse_factor(e.at("group").as_string());
+        const double bytes = e.at("bytes").as_number();
+        double seconds = 0;
+        if (const Json* s = e.find("seconds")) seconds = s->as_number();
+        else seconds = bytes / (e.at("algbw_gbps").as_number() * 1e9);
+        profile.add(op, group, bytes, seconds);
+      } catch (const error& err) {
+        fail("planner.profile", "bandwidth profile entry ", index, ": ", err.what());
+      }
+      ++index;
+    }
+    return profile;
+  }
+
+  /// Reads a profile file (rule planner.profile when it cannot be opened).
+  [[nodiscard]] static BandwidthProfile load(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    check(in.good(), "planner.profile", "cannot open bandwidth profile '", path, "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return from_json(parse_json(text));
+  }
+
+private:
+  static std::pair<int, std::pair<int, int>> key(comm::op_kind op, Factor group) {
+    return {static_cast<int>(op), {group.intra, group.inter}};
+  }
+
+  std::map<std::pair<int, std::pair<int, int>>, std::vector<ProfilePoint>> curves_;
+};
+
+}  // namespace amsp::planner

@@ -1,0 +1,92 @@
+#pragma once
+// Cluster descriptions: the mesh, GPU memory, compute peak and efficiency, memory bandwidth, the
+// α–β link figures of the analytic fallback, and optionally a measured bandwidth profile; plus the
+// built-in description of the paper's testbed.
+//
+// The paper's testbed (PAPER.md §6; arXiv 2311.00257 §6.1): 128 nodes × 8 NVIDIA A800-SXM4-80GB,
+// NVLink inside a node, 4 × HDR InfiniBand (200 Gb/s each) per node, no SHARP. Figures we use and
+// where they come from:
+//   - bf16 dense peak 312 TFLOP/s and HBM2e 2.039 TB/s: NVIDIA's A100 80GB SXM datasheet (the A800
+//     is the A100 with NVLink cut from 600 to 400 GB/s; its compute and memory are unchanged).
+//   - NVLink 400 GB/s is both directions together: 200 GB/s per GPU and direction. We take 80 % of
+//     it (160 GB/s), the fraction nccl-tests' busbw typically reaches on NVSwitch systems. This is
+//     our assumption, not a measurement on A800s.
+//   - 4 × HDR 200 Gb/s = 100 GB/s per node and direction; again 80 % (80 GB/s) is assumed usable.
+//   - latencies 3 µs per intra-node step and 6 µs per inter-node step: typical NCCL figures,
+//     assumed; they matter only for small messages.
+//   - compute efficiency 0.65: calibrated, not derived. The paper's single-node 7B run reaches 64 %
+//     MFU with M = 128, where our model says communication is entirely hidden, so the kernels alone
+//     must run at about 65 % of peak (FlashAttention-2, bf16 GEMMs at h = 4096).
+//   - overlap slowdown 0.1: compute loses 10 % of the time communication runs beside it. Assumed
+//     (NCCL's kernels occupy a few SMs and share HBM bandwidth); it makes hidden traffic cheap but
+//     not free, so that among plans that hide everything the one moving less data wins.
+//   - 2 GB per GPU reserved for the CUDA context, NCCL buffers and allocator fragmentation: assumed.
+
+#include <optional>
+#include <string>
+
+#include "amsp/comm/op.hpp"
+#include "amsp/core/error.hpp"
+#include "amsp/planner/bandwidth_profile.hpp"
+#include "amsp/planner/collective_cost.hpp"
+#include "amsp/sharding/mesh.hpp"
+
+namespace amsp::planner {
+
+struct Cluster {
+  std::string name = "custom";
+  Mesh mesh{1, 1};
+  double gpu_memory_bytes = 0;      ///< per GPU (1e9-based GB, as GPU makers count)
+  double reserved_bytes = 0;        ///< per GPU, unavailable to amsp (context, NCCL, fragmentation)
+  double peak_flops = 0;            ///< per GPU, dense bf16
+  double compute_efficiency = 1.0;  ///< fraction of peak the model's kernels reach
+  double hbm_bytes_per_second = 0;  ///< per GPU; prices the optimizer update (memory bound)
+  /// Compute slows by this fraction of the communication running beside it (NCCL kernels take SMs
+  /// and HBM bandwidth from the model's kernels); see step_model.hpp.
+  double overlap_slowdown = 0;
+  Links links{};
+  std::optional<BandwidthProfile> profile;  ///< measured; the analytic model fills its gaps
+
+  /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the profile when it has
+  /// that op and shape, the analytic α–β model otherwise.
+  [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
+    if (group.size() <= 1 || bytes <= 0) return 0.0;
+    if (profile)
+      if (const auto t = profile->seconds(op, group, bytes)) return *t;
+    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
+  }
+  /// True when the time of `op` on `group` comes from a measurement.
+  [[nodiscard]] bool measured(comm::op_kind op, Factor group) const { return profile && profile->has(op, group); }
+};
+
+/// Fails with rule planner.cluster unless memory, peak, efficiency and links are positive.
+inline void validate(const Cluster& c) {
+  check(c.gpu_memory_bytes > 0 && c.reserved_bytes >= 0, "planner.cluster", "cluster '", c.name,
+        "': GPU memory must be positive and the reserve non-negative, got ", c.gpu_memory_bytes, " and ",
+        c.reserved_bytes, " bytes");
+  check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
+        "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
+        c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
+  check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
+        "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
+  check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&
+            c.links.inter_latency_s >= 0,
+        "planner.cluster", "cluster '", c.name, "': link bandwidths must be positive and latencies non-negative");
+}
+
+/// The paper's testbed with `nodes` nodes of 8 A800-80GB (128 in the paper). See the file comment.
+[[nodiscard]] inline Cluster paper_cluster(int nodes = 128) {
+  Cluster c;
+  c.name = "paper-a800";
+  c.mesh = Mesh(8, nodes);
+  c.gpu_memory_bytes = 80e9;
+  c.reserved_bytes = 2e9;
+  c.peak_flops = 312e12;
+  c.compute_efficiency = 0.65;
+  c.hbm_bytes_per_second = 2.039e12;
+  c.overlap_slowdown = 0.1;
+  c.links = Links{0.8 * 200e9, 0.8 * 4 * 25e9, 3e-6, 6e-6};
+  return c;
+}
+
+}  // namespace amsp::planner

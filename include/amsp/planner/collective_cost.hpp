@@ -1,0 +1,67 @@
+#pragma once
+// What one collective costs: the bytes each rank sends (the byte convention every amsp traffic
+// figure uses) and the analytic α–β time used when no measured bandwidth profile covers a group.
+//
+// Byte convention (nccl-tests' ring volumes, S = the full buffer of the collective, n ranks):
+//   all_gather, reduce_scatter, broadcast, reduce: (n−1)/n · S per rank;  all_reduce: 2(n−1)/n · S.
+//
+// Analytic fallback, ring algorithm on a group of shape p0 × p1 (p0 ranks on each of p1 nodes):
+//   - inside a node (p1 = 1) every rank streams its volume over its own NVLink/NVSwitch port:
+//         t = V / B_intra + steps · α_intra
+//   - across nodes, each ring leaves every node once, so a node sends V bytes per group; all
+//     R / p0 groups of the same shape that the node takes part in run at once (the engine launches
+//     a collective on every group of a set together), sharing the node's NICs:
+//         t = max(V / B_intra, (R / p0) · V / B_node) + latency
+//     B_node is the node's aggregate injection bandwidth (all NICs, one direction).
+//   - latency: all_gather, reduce_scatter, broadcast and reduce run as rings in NCCL, n − 1 steps
+//     each paced by the slowest hop (an inter-node one as soon as p1 > 1): (n − 1)·α. This is what
+//     makes many small collectives over a whole 1024-rank world slow. all_reduce switches to
+//     double binary trees on large groups: 2·((p0 − 1)·α_intra + ⌈log2 p1⌉·α_inter) (up and down),
+//     with ring bandwidth, which trees also reach for large messages.
+// The model knows no SHARP/CollNet, no congestion beyond NIC sharing, and no protocol switch
+// (LL/LL128/Simple); a measured profile replaces it wherever it has the shape.
+
+#include <cmath>
+
+#include "amsp/comm/op.hpp"
+#include "amsp/sharding/mesh.hpp"
+
+namespace amsp::planner {
+
+/// Bytes one rank sends in `op` on a buffer of `bytes` over `n` ranks (ring volumes, above).
+[[nodiscard]] constexpr double ring_bytes_per_rank(comm::op_kind op, double bytes, int n) {
+  if (n <= 1) return 0.0;
+  const double share = static_cast<double>(n - 1) / static_cast<double>(n) * bytes;
+  return op == comm::op_kind::all_reduce ? 2.0 * share : share;
+}
+
+/// Effective link figures for the α–β model.
+struct Links {
+  double intra_bytes_per_second = 0;  ///< per GPU, one direction, inside a node (NVLink)
+  double node_bytes_per_second = 0;   ///< per node, one direction, all NICs together
+  double intra_latency_s = 0;         ///< per algorithm step inside a node
+  double inter_latency_s = 0;         ///< per algorithm step across nodes
+};
+
+/// Analytic seconds of `op` on a buffer of `bytes` over a group of shape `group` (p0 × p1), on a
+/// mesh with `ranks_per_node` ranks per node. Zero for a group of one rank.
+[[nodiscard]] inline double analytic_seconds(comm::op_kind op, double bytes, Factor group, int ranks_per_node,
+                                             const Links& links) {
+  const int n = group.size();
+  if (n <= 1 || bytes <= 0) return 0.0;
+  const double volume = ring_bytes_per_rank(op, bytes, n);
+  double transfer = group.intra > 1 ? volume / links.intra_bytes_per_second : 0.0;
+  if (group.inter > 1) {
+    const double groups_per_node = static_cast<double>(ranks_per_node) / group.intra;
+    transfer = std::max(transfer, groups_per_node * volume / links.node_bytes_per_second);
+  }
+  const double step = group.inter > 1 ? links.inter_latency_s : links.intra_latency_s;
+  const double latency =
+      op == comm::op_kind::all_reduce
+          ? 2.0 * ((group.intra - 1) * links.intra_latency_s +
+                   std::ceil(std::log2(static_cast<double>(group.inter))) * links.inter_latency_s)
+          : (n - 1) * step;
+  return transfer + latency;
+}
+
+}  // namespace amsp::planner

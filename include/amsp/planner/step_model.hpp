@@ -1,0 +1,88 @@
+#pragma once
+// Step time and MFU from compute, communication terms and the optimizer update.
+//
+// Compute per micro-batch c = executed FLOPs / (peak × efficiency) (workload.hpp); its forward is
+// c/3 and its backward 2c/3, or c/4 and 3c/4 under recomputation (the backward re-runs the forward).
+// The optimizer update reads and writes 28 bytes per OS-shard parameter (fp32 master, m, v read
+// and written, bf16 gradient read, bf16 parameter written) at HBM bandwidth, and overlaps nothing.
+//
+// Without overlap every collective waits for compute and compute for every collective:
+//     T = M·c + Σ terms + update.
+// With overlap (PAPER.md §5) communication runs beside compute, but only inside the window it
+// belongs to (comm_model.hpp's Window): the spread of the previous update beside the first
+// micro-batch's forward, the last-micro-batch gradient reduction beside its backward, and the
+// per-micro-batch traffic spread evenly over all compute. The step is cut into three windows --
+// first forward, the middle, last backward -- each lasting max(its compute, its communication),
+// where compute running beside communication is slowed by the cluster's overlap_slowdown κ:
+//     T = update + Σ_windows max(compute_w + κ·comm_w, comm_w).
+// Per-micro-batch traffic is apportioned to the windows in proportion to their compute. This
+// ignores what no window can hide (the first module's gather before any compute exists, the last
+// bucket's reduction after the backward ends): it is an optimistic bound on the executor.
+//
+// MFU = model FLOPs per rank per step / (T × peak), model FLOPs as in workload.hpp.
+
+#include <algorithm>
+#include <vector>
+
+#include "amsp/planner/cluster.hpp"
+#include "amsp/planner/comm_model.hpp"
+#include "amsp/planner/model.hpp"
+#include "amsp/planner/workload.hpp"
+#include "amsp/sharding/plan.hpp"
+
+namespace amsp::planner {
+
+struct StepTime {
+  double compute = 0;          ///< M·c
+  double update = 0;           ///< optimizer update
+  double communication = 0;    ///< Σ terms
+  double overlapped = 0;       ///< step seconds with overlap
+  double serial = 0;           ///< step seconds without overlap
+  double mfu = 0;              ///< with overlap
+  double mfu_serial = 0;       ///< without overlap
+};
+
+/// Compute seconds of one micro-batch per rank.
+[[nodiscard]] inline double micro_batch_compute_seconds(const ModelSpec& m, const Workload& w, const Cluster& c) {
+  return executed_flops_per_token(m, w) * static_cast<double>(w.tokens_per_micro_batch()) /
+         (c.peak_flops * c.compute_efficiency);
+}
+
+/// Seconds of the optimizer update on one OS shard.
+[[nodiscard]] inline double update_seconds(const Plan& plan, const ModelSpec& m, const Cluster& c) {
+  return 28.0 * static_cast<double>(m.params()) / plan.os.size() / c.hbm_bytes_per_second;
+}
+
+/// Step time of `plan` given the seconds of each term (in `terms` order).
+[[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
+                                        const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds) {
+  const double per_mb = micro_batch_compute_seconds(m, w, c);
+  const double M = w.micro_batches;
+  const double forward = per_mb * (w.recompute ? 0.25 : 1.0 / 3.0);
+  const double backward = per_mb - forward;
+  double every = 0, first = 0, last = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    switch (terms[i].window) {
+      case Window::every_micro_batch: every += term_seconds[i]; break;
+      case Window::first_forward: first += term_seconds[i]; break;
+      case Window::last_backward: last += term_seconds[i]; break;
+    }
+  }
+  StepTime s;
+  s.compute = M * per_mb;
+  s.update = update_seconds(plan, m, c);
+  s.communication = every + first + last;
+  s.serial = s.compute + s.communication + s.update;
+  const double share_first = forward / s.compute;
+  const double share_last = backward / s.compute;
+  const double middle = s.compute - forward - backward;
+  const auto window = [k = c.overlap_slowdown](double compute, double comm) { return std::max(compute + k * comm, comm); };
+  s.overlapped = s.update + window(forward, first + every * share_first) +
+                 window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
+  const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
+  s.mfu = model_flops / (s.overlapped * c.peak_flops);
+  s.mfu_serial = model_flops / (s.serial * c.peak_flops);
+  return s;
+}
+
+}  // namespace amsp::planner

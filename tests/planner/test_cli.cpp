@@ -1,0 +1,158 @@
+#include <doctest/doctest.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "amsp/core/json.hpp"
+#include "amsp/planner/cli.hpp"
+
+using namespace amsp;
+using namespace amsp::planner;
+
+namespace {
+struct Run {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Run run(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int status = cli_main(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    (void)parse_cli(args);
+  } catch (const error& e) {
+    CHECK(e.rule() == "cli.usage");
+    return e.what();
+  }
+  FAIL("no cli.usage error");
+  return {};
+}
+}  // namespace
+
+TEST_CASE("cli: parses options in both spellings") {
+  const CliOptions o = parse_cli({"--model", "13b", "--mesh=8x16", "--gpu-memory", "40", "--seq", "2048",
+                                  "--micro-batch=2", "--global-batch", "256", "--recompute", "--top", "3",
+                                  "--mode", "paper", "--rank-by=comm", "--spread", "broadcast", "--bucket-mb", "50",
+                                  "--json"});
+  CHECK(o.model == "13b");
+  CHECK(*o.mesh == "8x16");
+  CHECK(*o.gpu_memory_gb == 40);
+  CHECK(o.seq == 2048);
+  CHECK(o.micro_batch == 2);
+  CHECK(*o.global_batch == 256);
+  CHECK(o.recompute);
+  CHECK(o.top == 3);
+  CHECK(o.mode == CommMode::paper);
+  CHECK(o.rank_by == RankBy::comm);
+  CHECK(o.engine.spread == SpreadKind::broadcast);
+  CHECK(o.engine.bucket_bytes == 50e6);
+  CHECK(o.json);
+  const PlannerInputs in = planner_inputs(o);
+  CHECK(in.workload.micro_batches == 1);  // 256 / (2 x 128)
+  CHECK(in.cluster.gpu_memory_bytes == 40e9);
+}
+
+TEST_CASE("cli: usage errors name the option") {
+  CHECK(usage_error({"--frobnicate"}).find("--frobnicate") != std::string::npos);
+  CHECK(usage_error({"--seq"}).find("needs a value") != std::string::npos);
+  CHECK(usage_error({"--seq", "4k"}).find("'4k'") != std::string::npos);
+  CHECK(usage_error({"--seq", "0"}).find("at least 1") != std::string::npos);
+  CHECK(usage_error({"--gpu-memory", "-80"}).find("positive") != std::string::npos);
+  CHECK(usage_error({"--mode", "fast"}).find("engine, paper") != std::string::npos);
+  CHECK(usage_error({"--cluster", "dgx"}).find("'dgx'") != std::string::npos);
+  CHECK(usage_error({"--json=yes"}).find("takes no value") != std::string::npos);
+}
+
+TEST_CASE("cli: bad inputs exit with status 2 and a message, never a crash") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--bogus"}, {"--model", "gpt"}, {"--mesh", "8by2"}, {"--mesh", "0x2"},
+        {"--evaluate", "p=3x1,g=3x1,os=3x1"}, {"--evaluate", "zero9"}, {"--global-batch", "1000"},
+        {"--profile", "/nonexistent.json"}, {"--efficiency", "2"}, {"--overlap-slowdown", "-1"}}) {
+    const Run r = run(args);
+    CHECK_MESSAGE(r.status == 2, args.front());
+    CHECK(r.out.empty());
+    CHECK(r.err.find("amsp-plan: amsp: ") == 0);
+    CHECK(r.err.find("[rule ") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: --help documents every option") {
+  const Run r = run({"--help"});
+  CHECK(r.status == 0);
+  for (const char* option :
+       {"--model", "--mesh", "--gpu-memory", "--reserve", "--profile", "--seq", "--micro-batch", "--global-batch",
+        "--recompute", "--no-flash-attention", "--cluster", "--peak-tflops", "--efficiency", "--overlap-slowdown",
+        "--mode", "--spread", "--bucket-mb", "--keep-gathered", "--rules", "--rank-by", "--top", "--evaluate",
+        "--list", "--json", "--help", "Examples"})
+    CHECK_MESSAGE(r.out.find(option) != std::string::npos, option);
+}
+
+TEST_CASE("cli: --list prints every valid plan once") {
+  const Run r = run({"--list", "--mesh", "4x2"});
+  CHECK(r.status == 0);
+  std::istringstream lines(r.out);
+  std::set<std::string> seen;
+  for (std::string line; std::getline(lines, line);) {
+    CHECK(is_valid(parse_plan(line, Mesh(4, 2)), Mesh(4, 2)));
+    CHECK(seen.insert(line).second);
+  }
+  CHECK(seen.size() == enumerate_plans(Mesh(4, 2)).size());
+}
+
+TEST_CASE("cli: --json is an array, best first, with the documented fields") {
+  const Run r = run({"--model", "7b", "--mesh", "8x4", "--top", "5", "--json"});
+  REQUIRE(r.status == 0);
+  const Json doc = parse_json(r.out);
+  REQUIRE(doc.as_array().size() == 5);
+  double previous = 0;
+  for (const Json& e : doc.as_array()) {
+    CHECK(is_valid(parse_plan(e.at("plan").as_string(), Mesh(8, 4)), Mesh(8, 4)));
+    CHECK(e.at("memory_bytes").as_int() <= 80000000000LL);
+    CHECK(e.at("comm_seconds").is_object());
+    CHECK(e.at("step_seconds").as_number() >= previous);
+    previous = e.at("step_seconds").as_number();
+    CHECK(e.at("mfu").as_number() > 0);
+    CHECK(e.at("mfu").as_number() < 1);
+  }
+}
+
+TEST_CASE("cli: --evaluate prices one plan; the table has aligned columns") {
+  Run r = run({"--model", "7b", "--mesh", "8x4", "--evaluate", "zero3", "--json"});
+  REQUIRE(r.status == 0);
+  const Json doc = parse_json(r.out);
+  REQUIRE(doc.as_array().size() == 1);
+  CHECK(doc.as_array()[0].at("plan").as_string() == "p=8x4,g=8x4,os=8x4");
+  CHECK(doc.as_array()[0].at("comm_seconds").contains("p_all_gather"));
+
+  r = run({"--model", "7b", "--mesh", "8x4", "--evaluate", "amsp-7b"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("os_all_reduce") != std::string::npos);
+  CHECK(r.out.find("predicted MFU") != std::string::npos);
+
+  r = run({"--model", "7b", "--mesh", "8x4", "--top", "3"});
+  REQUIRE(r.status == 0);
+  std::istringstream lines(r.out);
+  std::vector<std::string> table;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && (line[0] == '#' || std::isdigit(static_cast<unsigned char>(line[0])))) table.push_back(line);
+  REQUIRE(table.size() == 4);
+  const auto column = table[0].find("memory GB");
+  for (const std::string& row : table) {
+    CHECK(row.size() > column);
+    CHECK(row[column - 1] == ' ');
+    CHECK(row[column] != ' ');
+  }
+}
+
+TEST_CASE("cli: no plan fits -> status 1 and a message") {
+  const Run r = run({"--model", "65b", "--mesh", "8x1", "--gpu-memory", "20"});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("no valid plan fits") != std::string::npos);
+}

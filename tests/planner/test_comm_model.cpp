@@ -1,0 +1,124 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "amsp/planner/comm_model.hpp"
+
+using namespace amsp;
+using namespace amsp::planner;
+
+namespace {
+// A toy model of two tensors, 400 parameters: every figure below is small enough to check by hand.
+const std::vector<Module> toy{{"a", 0, 100}, {"b", 0, 300}};
+const Mesh mesh(4, 2);
+
+TermTraffic traffic_of(const std::vector<TermTraffic>& all, const std::string& term) {
+  for (const TermTraffic& t : all)
+    if (t.term == term) return t;
+  FAIL("no term " << term);
+  return {};
+}
+
+std::vector<std::string> names(const std::vector<TermTraffic>& all) {
+  std::vector<std::string> n;
+  for (const TermTraffic& t : all) n.push_back(t.term);
+  return n;
+}
+}  // namespace
+
+// Bytes per rank per step by hand, ring convention: AG/RS/BC (n-1)/n·S, AR 2(n-1)/n·S; bf16 on the
+// wire, so a module of Φ_i parameters is a buffer of 2Φ_i bytes; the whole model 800 bytes.
+TEST_CASE("comm model: engine traffic of DDP, ZeRO-1 and ZeRO-3 on 4 x 2") {
+  const auto ddp = expected_traffic(Plan{}, mesh, toy, 3);
+  CHECK(names(ddp) == std::vector<std::string>{"os_all_reduce"});
+  CHECK(traffic_of(ddp, "os_all_reduce").inter_node_bytes == doctest::Approx(2.0 * 7 / 8 * 800));
+  CHECK(traffic_of(ddp, "os_all_reduce").intra_node_bytes == 0);
+
+  const auto zero1 = expected_traffic(Plan{{1, 1}, {1, 1}, {4, 2}}, mesh, toy, 3);
+  CHECK(names(zero1) == std::vector<std::string>{"os_reduce_scatter", "spread"});
+  CHECK(traffic_of(zero1, "os_reduce_scatter").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
+  CHECK(traffic_of(zero1, "spread").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
+
+  const auto zero3 = expected_traffic(Plan{{4, 2}, {4, 2}, {4, 2}}, mesh, toy, 3);
+  CHECK(names(zero3) == std::vector<std::string>{"p_all_gather", "p_reduce_scatter"});
+  CHECK(traffic_of(zero3, "p_all_gather").inter_node_bytes == doctest::Approx(3 * 2 * 7.0 / 8 * 800));
+  CHECK(traffic_of(zero3, "p_reduce_scatter").inter_node_bytes == doctest::Approx(3 * 7.0 / 8 * 800));
+}
+
+TEST_CASE("comm model: engine traffic of a partial plan, intra and inter node") {
+  // s_p = 2x1, s_g = 4x1, s_os = 4x2, M = 3
+  const auto t = expected_traffic(Plan{{2, 1}, {4, 1}, {4, 2}}, mesh, toy, 3);
+  CHECK(names(t) == std::vector<std::string>{"p_all_gather", "p_reduce_scatter", "g_reduce_scatter",
+                                              "os_reduce_scatter", "spread"});
+  CHECK(traffic_of(t, "p_all_gather").intra_node_bytes == doctest::Approx(3 * 2 * 0.5 * 800));
+  CHECK(traffic_of(t, "p_reduce_scatter").intra_node_bytes == doctest::Approx(3 * 0.5 * 800));
+  // the 400-byte P-shard gradient over the 2 ranks sharing it inside the G group, every micro-batch
+  CHECK(traffic_of(t, "g_reduce_scatter").intra_node_bytes == doctest::Approx(3 * 0.5 * 400));
+  // the 200-byte G shard over the 2 ranks (one per node) sharing it, once
+  CHECK(traffic_of(t, "os_reduce_scatter").inter_node_bytes == doctest::Approx(0.5 * 200));
+  CHECK(traffic_of(t, "os_reduce_scatter").intra_node_bytes == 0);
+  // the 400-byte P shard back over the 4 ranks (2 per node) sharing it
+  CHECK(traffic_of(t, "spread").inter_node_bytes == doctest::Approx(0.75 * 400));
+}
+
+TEST_CASE("comm model: keeping gathered weights halves the P gathers; broadcast spread moves the same bytes") {
+  EngineOptions keep;
+  keep.reshard_after_forward = false;
+  const auto t = expected_traffic(Plan{{4, 2}, {4, 2}, {4, 2}}, mesh, toy, 2, keep);
+  CHECK(traffic_of(t, "p_all_gather").inter_node_bytes == doctest::Approx(2 * 7.0 / 8 * 800));
+  EngineOptions bcast;
+  bcast.spread = SpreadKind::broadcast;
+  const auto b = expected_traffic(Plan{{1, 1}, {1, 1}, {4, 1}}, mesh, toy, 1, bcast);
+  CHECK(traffic_of(b, "spread").intra_node_bytes == doctest::Approx(0.75 * 800));
+  CHECK(traffic_of(b, "os_all_reduce").inter_node_bytes == doctest::Approx(2 * 0.5 * 200));
+}
+
+TEST_CASE("comm model: gradient reduction of the last micro-batch runs in buckets") {
+  EngineOptions small;
+  small.bucket_bytes = 300;  // 800 bytes -> 3 buckets of 266.7
+  const PlanGroups groups(mesh, Plan{});
+  const auto terms = comm_terms(groups, toy, 1, small);
+  REQUIRE(terms.size() == 1);
+  REQUIRE(terms[0].calls.size() == 1);
+  CHECK(terms[0].calls[0].count == 3);
+  CHECK(terms[0].calls[0].bytes == doctest::Approx(800.0 / 3));
+  CHECK(terms[0].calls[0].group == Factor{4, 2});  // DDP: the whole world
+  CHECK(terms[0].window == Window::last_backward);
+}
+
+TEST_CASE("comm model: the paper's formulas with t = S / (1 GB/s)") {
+  EngineOptions o;
+  o.bucket_bytes = 100;  // U
+  const Plan plan{{2, 1}, {4, 1}, {4, 2}};
+  const PlanGroups groups(mesh, plan);
+  const auto terms = comm_terms(groups, toy, 3, o, CommMode::paper);
+  // A profile with exactly 1 GB/s for every op and shape the terms use: slope 1 in log-log.
+  Cluster c;
+  c.mesh = mesh;
+  c.profile = BandwidthProfile{};
+  for (const CommTerm& t : terms)
+    for (const CollectiveCall& call : t.calls) {
+      c.profile->add(call.op, call.group, 1.0, 1e-9);
+      c.profile->add(call.op, call.group, 1e15, 1e6);
+    }
+  REQUIRE(terms.size() == 4);
+  CHECK(terms[0].name == "T_p");  // M·Σ_i [2·2Φ_i + 2Φ_i] / 1e9
+  CHECK(terms[0].seconds(c) == doctest::Approx(3 * 3 * 800 / 1e9));
+  CHECK(terms[1].name == "T_g");  // (M-1)·(2Φ/(U·s_p))·U / 1e9
+  CHECK(terms[1].seconds(c) == doctest::Approx(2 * 400 / 1e9));
+  CHECK(terms[2].name == "T_os0");  // (2Φ/(U·s_p))·U / 1e9 over the s_dp/s_p = 4 ranks sharing a P shard
+  CHECK(terms[2].seconds(c) == doctest::Approx(400 / 1e9));
+  CHECK(terms[2].calls[0].group == Factor{2, 2});
+  CHECK(terms[3].name == "T_os1");  // (s_os/s_p)·(2Φ/s_os) / 1e9
+  CHECK(terms[3].seconds(c) == doctest::Approx(4 * 100 / 1e9));
+  CHECK(terms[3].calls[0].op == comm::op_kind::broadcast);
+}
+
+TEST_CASE("comm model: group shapes come from the sharding layer's groups") {
+  const PlanGroups groups(Mesh(8, 4), Plan{{8, 1}, {8, 1}, {8, 4}});
+  CHECK(group_shape(groups.p(), groups.mesh()) == Factor{8, 1});
+  CHECK(group_shape(groups.os_split(), groups.mesh()) == Factor{1, 4});
+  CHECK(group_shape(groups.spread(), groups.mesh()) == Factor{1, 4});
+  CHECK(group_shape(groups.os_replica(), groups.mesh()) == Factor{1, 1});
+}

@@ -1,0 +1,118 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "amsp/planner/bandwidth_profile.hpp"
+#include "amsp/planner/cluster.hpp"
+#include "amsp/planner/collective_cost.hpp"
+
+using namespace amsp;
+using namespace amsp::planner;
+using comm::op_kind;
+
+TEST_CASE("cost: ring byte convention of nccl-tests") {
+  CHECK(ring_bytes_per_rank(op_kind::all_gather, 800, 8) == 700);
+  CHECK(ring_bytes_per_rank(op_kind::reduce_scatter, 800, 8) == 700);
+  CHECK(ring_bytes_per_rank(op_kind::broadcast, 800, 4) == 600);
+  CHECK(ring_bytes_per_rank(op_kind::all_reduce, 800, 8) == 1400);
+  CHECK(ring_bytes_per_rank(op_kind::all_reduce, 800, 1) == 0);
+}
+
+TEST_CASE("cost: analytic alpha-beta times on the paper's links, worked by hand") {
+  const Links links = paper_cluster().links;  // 160 GB/s NVLink, 80 GB/s per node, 3 / 6 µs
+  // inside a node: 7/8 of 8 GB over NVLink plus 7 ring steps
+  CHECK(analytic_seconds(op_kind::all_gather, 8e9, {8, 1}, 8, links) == doctest::Approx(0.04375 + 7 * 3e-6));
+  // one rank per node on 128 nodes: 8 such groups share each node's NICs; tree latency 2·7 steps
+  CHECK(analytic_seconds(op_kind::all_reduce, 1e9, {1, 128}, 8, links) ==
+        doctest::Approx(8 * (2.0 * 127 / 128 * 1e9) / 80e9 + 2 * 7 * 6e-6));
+  // whole nodes: the NICs are the bottleneck (3.1 GB at 80 GB/s vs 160 GB/s NVLink), 31 ring steps
+  CHECK(analytic_seconds(op_kind::reduce_scatter, 3.2e9, {8, 4}, 8, links) ==
+        doctest::Approx(3.1e9 / 80e9 + 31 * 6e-6));
+  CHECK(analytic_seconds(op_kind::broadcast, 1e6, {2, 1}, 8, links) == doctest::Approx(5e5 / 160e9 + 3e-6));
+  CHECK(analytic_seconds(op_kind::all_gather, 1e9, {1, 1}, 8, links) == 0);
+}
+
+TEST_CASE("profile: log-log interpolation between measured sizes, clamped outside") {
+  BandwidthProfile p;
+  p.add(op_kind::all_gather, {4, 1}, 1e8, 2e-3);
+  p.add(op_kind::all_gather, {4, 1}, 1e6, 1e-4);
+  // halfway in log size: geometric mean of the times
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 1e7) == doctest::Approx(std::sqrt(1e-4 * 2e-3)));
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 1e6) == doctest::Approx(1e-4));
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 1e8) == doctest::Approx(2e-3));
+  // below the smallest: latency bound, the smallest time
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 10) == doctest::Approx(1e-4));
+  // above the largest: the largest size's bandwidth (1e8 B in 2 ms = 50 GB/s)
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 1e9) == doctest::Approx(2e-2));
+  CHECK(!p.seconds(op_kind::all_gather, {2, 1}, 1e7).has_value());
+  CHECK(!p.seconds(op_kind::reduce_scatter, {4, 1}, 1e7).has_value());
+  // repeated sizes are averaged
+  p.add(op_kind::all_gather, {4, 1}, 1e6, 3e-4);
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 1e6) == doctest::Approx(2e-4));
+}
+
+TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic model for missing shapes") {
+  const auto doc = parse_json(R"({"format": "amsp-bandwidth-profile/1", "backend": "threads", "mesh": "4x2",
+    "host": "h", "entries": [
+      {"op": "all_gather", "group": "4x1", "bytes": 4194304, "seconds": 0.001, "algbw_gbps": 99, "busbw_gbps": 1},
+      {"op": "all_reduce", "group": "4x2", "bytes": 1000000, "algbw_gbps": 2.0, "busbw_gbps": 3.5}]})");
+  const BandwidthProfile p = BandwidthProfile::from_json(doc);
+  CHECK(*p.seconds(op_kind::all_gather, {4, 1}, 4194304) == doctest::Approx(0.001));  // seconds wins over algbw
+  CHECK(*p.seconds(op_kind::all_reduce, {4, 2}, 1e6) == doctest::Approx(1e6 / 2e9));  // from algbw
+  Cluster c = paper_cluster(2);
+  c.mesh = Mesh(4, 2);
+  c.profile = p;
+  CHECK(c.measured(op_kind::all_gather, {4, 1}));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.001));
+  CHECK(!c.measured(op_kind::all_gather, {2, 1}));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
+        doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links)));
+}
+
+TEST_CASE("profile: malformed profiles are errors naming the entry") {
+  const auto bad = [](const char* text) { return BandwidthProfile::from_json(parse_json(text)); };
+  CHECK_THROWS_WITH_AS(bad(R"({"format": "other", "entries": []})"), doctest::Contains("planner.profile"), amsp::error);
+  CHECK_THROWS_WITH_AS(bad(R"({"format": "amsp-bandwidth-profile/1"})"), doctest::Contains("no \"entries\""),
+                       amsp::error);
+  CHECK_THROWS_WITH_AS(
+      bad(R"({"format": "amsp-bandwidth-profile/1", "entries": [
+        {"op": "all_gather", "group": "4x1", "bytes": 1, "seconds": 1},
+        {"op": "all_to_all", "group": "4x1", "bytes": 1, "seconds": 1}]})"),
+      doctest::Contains("entry 1"), amsp::error);
+  CHECK_THROWS_WITH_AS(bad(R"({"format": "amsp-bandwidth-profile/1", "entries": [
+        {"op": "broadcast", "group": "4x1", "bytes": -5, "seconds": 1}]})"),
+                       doctest::Contains("positive bytes"), amsp::error);
+  CHECK_THROWS_WITH_AS(bad(R"({"format": "amsp-bandwidth-profile/1", "entries": [
+        {"op": "broadcast", "group": "4y1", "bytes": 5, "seconds": 1}]})"),
+                       doctest::Contains("4y1"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)BandwidthProfile::load("/nonexistent/profile.json"), doctest::Contains("cannot open"),
+                       amsp::error);
+}
+
+TEST_CASE("profile: load reads a file") {
+  const std::string path = "test_costs_profile.json";
+  {
+    std::ofstream out(path);
+    out << R"({"format": "amsp-bandwidth-profile/1", "entries": [{"op": "reduce_scatter", "group": "2x1",
+              "bytes": 1000, "seconds": 0.5}]})";
+  }
+  const BandwidthProfile p = BandwidthProfile::load(path);
+  std::remove(path.c_str());
+  CHECK(*p.seconds(op_kind::reduce_scatter, {2, 1}, 2000) == doctest::Approx(1.0));
+}
+
+TEST_CASE("cluster: the paper's testbed and its validation") {
+  const Cluster c = paper_cluster();
+  CHECK(c.mesh.world_size() == 1024);
+  CHECK(c.gpu_memory_bytes == 80e9);
+  CHECK(c.peak_flops == 312e12);
+  CHECK_NOTHROW(validate(c));
+  Cluster bad = c;
+  bad.compute_efficiency = 1.5;
+  CHECK_THROWS_WITH_AS(validate(bad), doctest::Contains("planner.cluster"), amsp::error);
+  bad = c;
+  bad.links.node_bytes_per_second = 0;
+  CHECK_THROWS_WITH_AS(validate(bad), doctest::Contains("link bandwidths"), amsp::error);
+}

@@ -1,0 +1,50 @@
+#include <doctest/doctest.h>
+
+#include "amsp/planner/memory_model.hpp"
+#include "amsp/sharding/presets.hpp"
+
+using namespace amsp;
+using namespace amsp::planner;
+
+namespace {
+double total_on_paper_mesh(const char* preset_name) {
+  const Mesh mesh(8, 128);
+  return memory_per_rank(preset(preset_name, mesh), mesh.world_size(), parse_model("llama-7b"), Workload{},
+                         EngineOptions{})
+      .total();
+}
+}  // namespace
+
+// Expected totals worked out by hand (python) for LLaMA-7B, Φ = 6,738,415,616, seq 4096, micro-batch
+// 1, FlashAttention: activations 18,845,007,872 B; the largest unit is a layer of 202,383,360
+// parameters; buckets 2 × 25 MB.
+TEST_CASE("memory: presets for LLaMA-7B on 8 x 128 against hand-computed totals") {
+  CHECK(total_on_paper_mesh("ddp") == doctest::Approx(126709657728.0).epsilon(1e-12));      // 16Φ + act + buckets
+  CHECK(total_on_paper_mesh("zero1") == doctest::Approx(45927636144.0).epsilon(1e-12));     // 4Φ + 12Φ/1024 + ...
+  CHECK(total_on_paper_mesh("zero3") == doctest::Approx(20569362496.0).epsilon(1e-12));     // 16Φ/1024 + 2 staging pairs
+  CHECK(total_on_paper_mesh("amsp-7b") == doctest::Approx(55956293760.0).epsilon(1e-12));   // 4Φ + 12Φ/8 + ...
+  CHECK(total_on_paper_mesh("amsp-13b") == doctest::Approx(37360113792.0).epsilon(1e-12));  // Φ + 12Φ/8 + ...
+  CHECK(total_on_paper_mesh("mics(8)") == doctest::Approx(33990905984.0).epsilon(1e-12));   // 16Φ/8 + ...
+}
+
+TEST_CASE("memory: the model states follow 2Φ/s_p + 2Φ/s_g + 12Φ/s_os exactly") {
+  const ModelSpec m = parse_model("h=64,layers=2,heads=4,ffn=128,vocab=100");
+  const double phi = static_cast<double>(m.params());
+  const Plan plan{{2, 1}, {4, 1}, {4, 2}};
+  const MemoryBreakdown mem = memory_per_rank(plan, 8, m, Workload{}, EngineOptions{}, 5.0);
+  CHECK(mem.params == doctest::Approx(phi));
+  CHECK(mem.grads == doctest::Approx(phi / 2));
+  CHECK(mem.optimizer_states == doctest::Approx(12 * phi / 8));
+  CHECK(mem.reserved == 5.0);
+  CHECK(mem.total() == doctest::Approx(mem.states() + mem.activations + mem.buffers + 5.0));
+}
+
+TEST_CASE("memory: keeping gathered parameters costs the whole bf16 model") {
+  const ModelSpec m = parse_model("llama-7b");
+  EngineOptions keep;
+  keep.reshard_after_forward = false;
+  const Plan zero3{{8, 1}, {8, 1}, {8, 1}};
+  const double resharded = memory_per_rank(zero3, 8, m, Workload{}, EngineOptions{}).buffers;
+  const double kept = memory_per_rank(zero3, 8, m, Workload{}, keep).buffers;
+  CHECK(kept - resharded == doctest::Approx(2.0 * 6738415616.0 - 2.0 * 2 * 202383360.0));
+}
