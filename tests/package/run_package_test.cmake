@@ -17,7 +17,7 @@ if(NOT EXISTS ${prefix}/include/amsp/amsp.hpp)
 endif()
 run_step("configure the consumer"
          ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-         -D CMAKE_PREFIX_PATH=${prefix} -D CMAKE_CXX_COMPILER=${CXX_COMPILER} -D CMAKE_BUILD_TYPE=Release
+         -D CMAKE_PREFIX_PATH=${prefix} -D CMAKE_CXX_COMPILER=${CXX_COMPILER}
          -D EXPECT_MPI=${EXPECT_MPI} -D EXPECT_CUDA=${EXPECT_CUDA} -D EXPECT_NCCL=${EXPECT_NCCL})
 run_step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run_step("run the consumer" ${WORK_DIR}/build/amsp_consumer)

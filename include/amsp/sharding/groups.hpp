@@ -43,6 +43,9 @@ public:
     group_of_rank_.assign(static_cast<std::size_t>(mesh.world_size()), -1);
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       RankGroup& group = groups_[g];
+      // Collectives over a group set assume one group size (the traffic model counts per group).
+      check(group.size() == groups_.front().size() && group.size() > 0, "group.partition", "group ", g, " has ",
+            group.size(), " ranks but group 0 has ", groups_.front().size());
       for (int r : group.ranks) {
         check(r >= 0 && r < mesh.world_size(), "group.partition", "rank ", r, " is outside mesh ", to_string(mesh));
         check(group_of_rank_[static_cast<std::size_t>(r)] < 0, "group.partition", "rank ", r,
