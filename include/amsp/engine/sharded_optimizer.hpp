@@ -219,7 +219,15 @@ public:
   [[nodiscard]] std::span<GradT> grad_buffer(int b) {
     Bucket& bucket = at(b);
     require_open(bucket);
+    if (bucket.grad_slot == grads_in_g_store) return {bucket.g_store.data(), bucket.geo.n};
     if (bucket.grad_slot < 0) {
+      // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
+      // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
+      if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
+        bucket.grad_slot = grads_in_g_store;
+        zero_padding(bucket.layout, bucket.g_store.data(), bucket.geo.n);
+        return {bucket.g_store.data(), bucket.geo.n};
+      }
       bucket.grad_slot = grad_pool_.acquire(bucket.geo.n);
       zero_padding(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
     }
@@ -230,11 +238,17 @@ public:
   void reduce_gradients(int b) {
     Bucket& bucket = at(b);
     require_open(bucket);
-    check(bucket.grad_slot >= 0, "engine.no_gradients", "bucket '", bucket.spec.name,
+    check(bucket.grad_slot != no_grad_slot, "engine.no_gradients", "bucket '", bucket.spec.name,
           "': reduce_gradients(b) reads grad_buffer(b), which was not requested this micro-batch");
+    if (bucket.grad_slot == grads_in_g_store) {
+      bucket.grad_slot = no_grad_slot;
+      bucket.accumulated = true;
+      complete(bucket);
+      return;
+    }
     reduce(bucket, grad_pool_.data(bucket.grad_slot));
     grad_pool_.release(bucket.grad_slot);
-    bucket.grad_slot = -1;
+    bucket.grad_slot = no_grad_slot;
   }
 
   /// Hands in gradients that live in the user's tensors (one per tensor of the bucket, in order).
@@ -326,6 +340,9 @@ public:
   }
 
 private:
+  static constexpr int no_grad_slot = -1;
+  static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
+
   struct Bucket {
     BucketSpec spec;
     FlatLayout layout;
@@ -341,7 +358,7 @@ private:
     int gather_slot = -1;
     comm::Handle gather_handle;
     bool gathered = false;
-    int grad_slot = -1;
+    int grad_slot = no_grad_slot;
     std::vector<comm::Handle> spread_handles;
     bool reduced = false;
     bool accumulated = false;
@@ -527,6 +544,11 @@ private:
     b.accumulated = true;
     if (z_slot >= 0) work_pool_.release(z_slot);
     if (x_slot >= 0) work_pool_.release(x_slot);
+    complete(b);
+  }
+
+  // The bucket's gradients of this micro-batch are in the G store.
+  void complete(Bucket& b) {
     b.reduced = true;
     if (last_) finish(b);
   }
