@@ -39,7 +39,8 @@ std::string usage_error(const std::vector<std::string>& args) {
 TEST_CASE("cli: parses options in both spellings") {
   const CliOptions o = parse_cli({"--model", "13b", "--mesh=8x16", "--gpu-memory", "40", "--seq", "2048",
                                   "--micro-batch=2", "--global-batch", "256", "--recompute", "--top", "3",
-                                  "--mode", "paper", "--rank-by=comm", "--spread", "broadcast", "--bucket-mb", "50",
+                                  "--mode", "paper", "--rank-by=comm", "--os-layout", "whole_tensor", "--bucket-mb", "50",
+                                  "--units", "tensor", "--grad-bytes", "4",
                                   "--json"});
   CHECK(o.model == "13b");
   CHECK(*o.mesh == "8x16");
@@ -51,8 +52,7 @@ TEST_CASE("cli: parses options in both spellings") {
   CHECK(o.top == 3);
   CHECK(o.mode == CommMode::paper);
   CHECK(o.rank_by == RankBy::comm);
-  CHECK(o.engine.spread == SpreadKind::broadcast);
-  CHECK(o.engine.bucket_bytes == 50e6);
+  CHECK(o.schedule.bucket_bytes == 50e6);
   CHECK(o.json);
   const PlannerInputs in = planner_inputs(o);
   CHECK(in.workload.micro_batches == 1);  // 256 / (2 x 128)
@@ -66,6 +66,7 @@ TEST_CASE("cli: usage errors name the option") {
   CHECK(usage_error({"--seq", "0"}).find("at least 1") != std::string::npos);
   CHECK(usage_error({"--gpu-memory", "-80"}).find("positive") != std::string::npos);
   CHECK(usage_error({"--mode", "fast"}).find("engine, paper") != std::string::npos);
+  CHECK(usage_error({"--grad-bytes", "3"}).find("2, 4") != std::string::npos);
   CHECK(usage_error({"--cluster", "dgx"}).find("'dgx'") != std::string::npos);
   CHECK(usage_error({"--json=yes"}).find("takes no value") != std::string::npos);
 }
@@ -89,7 +90,7 @@ TEST_CASE("cli: --help documents every option") {
   for (const char* option :
        {"--model", "--mesh", "--gpu-memory", "--reserve", "--profile", "--seq", "--micro-batch", "--global-batch",
         "--recompute", "--no-flash-attention", "--cluster", "--peak-tflops", "--efficiency", "--overlap-slowdown",
-        "--mode", "--spread", "--bucket-mb", "--keep-gathered", "--rules", "--rank-by", "--top", "--evaluate",
+        "--mode", "--os-layout", "--units", "--grad-bytes", "--bucket-mb", "--keep-gathered", "--rules", "--rank-by", "--top", "--evaluate",
         "--list", "--json", "--help", "Examples"})
     CHECK_MESSAGE(r.out.find(option) != std::string::npos, option);
 }
@@ -129,11 +130,11 @@ TEST_CASE("cli: --evaluate prices one plan; the table has aligned columns") {
   const Json doc = parse_json(r.out);
   REQUIRE(doc.as_array().size() == 1);
   CHECK(doc.as_array()[0].at("plan").as_string() == "p=8x4,g=8x4,os=8x4");
-  CHECK(doc.as_array()[0].at("comm_seconds").contains("p_all_gather"));
+  CHECK(doc.as_array()[0].at("comm_seconds").contains("param_gather"));
 
   r = run({"--model", "7b", "--mesh", "8x4", "--evaluate", "amsp-7b"});
   CHECK(r.status == 0);
-  CHECK(r.out.find("os_all_reduce") != std::string::npos);
+  CHECK(r.out.find("grad_replicas") != std::string::npos);
   CHECK(r.out.find("predicted MFU") != std::string::npos);
 
   r = run({"--model", "7b", "--mesh", "8x4", "--top", "3"});

@@ -27,68 +27,75 @@ std::vector<std::string> names(const std::vector<TermTraffic>& all) {
 }
 }  // namespace
 
-// Bytes per rank per step by hand, ring convention: AG/RS/BC (n-1)/n·S, AR 2(n-1)/n·S; bf16 on the
-// wire, so a module of Φ_i parameters is a buffer of 2Φ_i bytes; the whole model 800 bytes.
+// Bytes per rank per step by hand, ring convention: AG/RS/BC/Reduce (n-1)/n·S, AR 2(n-1)/n·S; bf16
+// on the wire, so a unit of Φ_i parameters is a buffer of 2Φ_i bytes; the whole model 800 bytes;
+// the norm AllReduce moves one double.
 TEST_CASE("comm model: engine traffic of DDP, ZeRO-1 and ZeRO-3 on 4 x 2") {
   const auto ddp = expected_traffic(Plan{}, mesh, toy, 3);
-  CHECK(names(ddp) == std::vector<std::string>{"os_all_reduce"});
-  CHECK(traffic_of(ddp, "os_all_reduce").inter_node_bytes == doctest::Approx(2.0 * 7 / 8 * 800));
-  CHECK(traffic_of(ddp, "os_all_reduce").intra_node_bytes == 0);
+  CHECK(names(ddp) == std::vector<std::string>{"grad_replicas"});
+  CHECK(traffic_of(ddp, "grad_replicas").inter_node_bytes == doctest::Approx(2.0 * 7 / 8 * 800));
+  CHECK(traffic_of(ddp, "grad_replicas").intra_node_bytes == 0);
 
   const auto zero1 = expected_traffic(Plan{{1, 1}, {1, 1}, {4, 2}}, mesh, toy, 3);
-  CHECK(names(zero1) == std::vector<std::string>{"os_reduce_scatter", "spread"});
-  CHECK(traffic_of(zero1, "os_reduce_scatter").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
-  CHECK(traffic_of(zero1, "spread").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
+  CHECK(names(zero1) == std::vector<std::string>{"grad_reduce_os", "grad_norm", "param_spread"});
+  CHECK(traffic_of(zero1, "grad_reduce_os").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
+  CHECK(traffic_of(zero1, "grad_norm").inter_node_bytes == doctest::Approx(2 * 7.0 / 8 * 8));
+  CHECK(traffic_of(zero1, "param_spread").inter_node_bytes == doctest::Approx(7.0 / 8 * 800));
 
   const auto zero3 = expected_traffic(Plan{{4, 2}, {4, 2}, {4, 2}}, mesh, toy, 3);
-  CHECK(names(zero3) == std::vector<std::string>{"p_all_gather", "p_reduce_scatter"});
-  CHECK(traffic_of(zero3, "p_all_gather").inter_node_bytes == doctest::Approx(3 * 2 * 7.0 / 8 * 800));
-  CHECK(traffic_of(zero3, "p_reduce_scatter").inter_node_bytes == doctest::Approx(3 * 7.0 / 8 * 800));
+  CHECK(names(zero3) == std::vector<std::string>{"param_gather", "grad_reduce_p", "grad_norm"});
+  CHECK(traffic_of(zero3, "param_gather").inter_node_bytes == doctest::Approx(3 * 2 * 7.0 / 8 * 800));
+  CHECK(traffic_of(zero3, "grad_reduce_p").inter_node_bytes == doctest::Approx(3 * 7.0 / 8 * 800));
 }
 
 TEST_CASE("comm model: engine traffic of a partial plan, intra and inter node") {
   // s_p = 2x1, s_g = 4x1, s_os = 4x2, M = 3
   const auto t = expected_traffic(Plan{{2, 1}, {4, 1}, {4, 2}}, mesh, toy, 3);
-  CHECK(names(t) == std::vector<std::string>{"p_all_gather", "p_reduce_scatter", "g_reduce_scatter",
-                                              "os_reduce_scatter", "spread"});
-  CHECK(traffic_of(t, "p_all_gather").intra_node_bytes == doctest::Approx(3 * 2 * 0.5 * 800));
-  CHECK(traffic_of(t, "p_reduce_scatter").intra_node_bytes == doctest::Approx(3 * 0.5 * 800));
+  CHECK(names(t) == std::vector<std::string>{"param_gather", "grad_reduce_p", "grad_reduce_g", "grad_reduce_os",
+                                              "grad_norm", "param_spread"});
+  CHECK(traffic_of(t, "param_gather").intra_node_bytes == doctest::Approx(3 * 2 * 0.5 * 800));
+  CHECK(traffic_of(t, "grad_reduce_p").intra_node_bytes == doctest::Approx(3 * 0.5 * 800));
   // the 400-byte P-shard gradient over the 2 ranks sharing it inside the G group, every micro-batch
-  CHECK(traffic_of(t, "g_reduce_scatter").intra_node_bytes == doctest::Approx(3 * 0.5 * 400));
+  CHECK(traffic_of(t, "grad_reduce_g").intra_node_bytes == doctest::Approx(3 * 0.5 * 400));
   // the 200-byte G shard over the 2 ranks (one per node) sharing it, once
-  CHECK(traffic_of(t, "os_reduce_scatter").inter_node_bytes == doctest::Approx(0.5 * 200));
-  CHECK(traffic_of(t, "os_reduce_scatter").intra_node_bytes == 0);
+  CHECK(traffic_of(t, "grad_reduce_os").inter_node_bytes == doctest::Approx(0.5 * 200));
+  CHECK(traffic_of(t, "grad_reduce_os").intra_node_bytes == 0);
   // the 400-byte P shard back over the 4 ranks (2 per node) sharing it
-  CHECK(traffic_of(t, "spread").inter_node_bytes == doctest::Approx(0.75 * 400));
+  CHECK(traffic_of(t, "param_spread").inter_node_bytes == doctest::Approx(0.75 * 400));
 }
 
-TEST_CASE("comm model: keeping gathered weights halves the P gathers; broadcast spread moves the same bytes") {
-  EngineOptions keep;
+TEST_CASE("comm model: keeping gathered weights halves the gathers; whole-tensor ownership reduces and broadcasts") {
+  ScheduleOptions keep;
   keep.reshard_after_forward = false;
   const auto t = expected_traffic(Plan{{4, 2}, {4, 2}, {4, 2}}, mesh, toy, 2, keep);
-  CHECK(traffic_of(t, "p_all_gather").inter_node_bytes == doctest::Approx(2 * 7.0 / 8 * 800));
-  EngineOptions bcast;
-  bcast.spread = SpreadKind::broadcast;
-  const auto b = expected_traffic(Plan{{1, 1}, {1, 1}, {4, 1}}, mesh, toy, 1, bcast);
-  CHECK(traffic_of(b, "spread").intra_node_bytes == doctest::Approx(0.75 * 800));
-  CHECK(traffic_of(b, "os_all_reduce").inter_node_bytes == doctest::Approx(2 * 0.5 * 200));
+  CHECK(traffic_of(t, "param_gather").inter_node_bytes == doctest::Approx(2 * 7.0 / 8 * 800));
+  ScheduleOptions owned;
+  owned.os_layout = OsLayout::whole_tensor;
+  const auto b = expected_traffic(Plan{{1, 1}, {1, 1}, {4, 1}}, mesh, toy, 1, owned);
+  CHECK(traffic_of(b, "grad_reduce_os").intra_node_bytes == doctest::Approx(0.75 * 800));  // Reduce to owners
+  CHECK(traffic_of(b, "param_spread").intra_node_bytes == doctest::Approx(0.75 * 800));    // Broadcast back
+  CHECK(traffic_of(b, "grad_replicas").inter_node_bytes == doctest::Approx(2 * 0.5 * 200));
+  CHECK(traffic_of(b, "grad_norm").intra_node_bytes == doctest::Approx(2 * 0.75 * 8));
+  CHECK_THROWS_WITH_AS((void)expected_traffic(Plan{{1, 1}, {2, 1}, {4, 1}}, mesh, toy, 1, owned),
+                       doctest::Contains("planner.os_layout"), amsp::error);
 }
 
-TEST_CASE("comm model: gradient reduction of the last micro-batch runs in buckets") {
-  EngineOptions small;
-  small.bucket_bytes = 300;  // 800 bytes -> 3 buckets of 266.7
+TEST_CASE("comm model: one call per unit, units of equal size merged") {
+  const std::vector<Module> units{{"x", 0, 100}, {"y", 1, 100}, {"z", 2, 300}};
   const PlanGroups groups(mesh, Plan{});
-  const auto terms = comm_terms(groups, toy, 1, small);
+  const auto terms = comm_terms(groups, units, 1);
   REQUIRE(terms.size() == 1);
-  REQUIRE(terms[0].calls.size() == 1);
-  CHECK(terms[0].calls[0].count == 3);
-  CHECK(terms[0].calls[0].bytes == doctest::Approx(800.0 / 3));
-  CHECK(terms[0].calls[0].group == Factor{4, 2});  // DDP: the whole world
   CHECK(terms[0].window == Window::last_backward);
+  REQUIRE(terms[0].calls.size() == 2);
+  CHECK(terms[0].calls[0].bytes == 200);
+  CHECK(terms[0].calls[0].count == 2);
+  CHECK(terms[0].calls[1].bytes == 600);
+  CHECK(terms[0].calls[1].count == 1);
+  CHECK(terms[0].calls[0].group == Factor{4, 2});  // DDP: the whole world
 }
 
 TEST_CASE("comm model: the paper's formulas with t = S / (1 GB/s)") {
-  EngineOptions o;
+  ScheduleOptions o;
   o.bucket_bytes = 100;  // U
   const Plan plan{{2, 1}, {4, 1}, {4, 2}};
   const PlanGroups groups(mesh, plan);

@@ -10,7 +10,7 @@ namespace {
 double total_on_paper_mesh(const char* preset_name) {
   const Mesh mesh(8, 128);
   return memory_per_rank(preset(preset_name, mesh), mesh.world_size(), parse_model("llama-7b"), Workload{},
-                         EngineOptions{})
+                         ScheduleOptions{})
       .total();
 }
 }  // namespace
@@ -31,7 +31,7 @@ TEST_CASE("memory: the model states follow 2Φ/s_p + 2Φ/s_g + 12Φ/s_os exactly
   const ModelSpec m = parse_model("h=64,layers=2,heads=4,ffn=128,vocab=100");
   const double phi = static_cast<double>(m.params());
   const Plan plan{{2, 1}, {4, 1}, {4, 2}};
-  const MemoryBreakdown mem = memory_per_rank(plan, 8, m, Workload{}, EngineOptions{}, 5.0);
+  const MemoryBreakdown mem = memory_per_rank(plan, 8, m, Workload{}, ScheduleOptions{}, 5.0);
   CHECK(mem.params == doctest::Approx(phi));
   CHECK(mem.grads == doctest::Approx(phi / 2));
   CHECK(mem.optimizer_states == doctest::Approx(12 * phi / 8));
@@ -41,10 +41,10 @@ TEST_CASE("memory: the model states follow 2Φ/s_p + 2Φ/s_g + 12Φ/s_os exactly
 
 TEST_CASE("memory: keeping gathered parameters costs the whole bf16 model") {
   const ModelSpec m = parse_model("llama-7b");
-  EngineOptions keep;
+  ScheduleOptions keep;
   keep.reshard_after_forward = false;
   const Plan zero3{{8, 1}, {8, 1}, {8, 1}};
-  const double resharded = memory_per_rank(zero3, 8, m, Workload{}, EngineOptions{}).buffers;
+  const double resharded = memory_per_rank(zero3, 8, m, Workload{}, ScheduleOptions{}).buffers;
   const double kept = memory_per_rank(zero3, 8, m, Workload{}, keep).buffers;
   CHECK(kept - resharded == doctest::Approx(2.0 * 6738415616.0 - 2.0 * 2 * 202383360.0));
 }

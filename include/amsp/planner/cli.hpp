@@ -44,7 +44,7 @@ struct CliOptions {
   CommMode mode = CommMode::engine;
   RankBy rank_by = RankBy::step;
   rule_set rules = rule_set::amsp;
-  EngineOptions engine{};
+  ScheduleOptions schedule{};
 };
 
 inline constexpr std::string_view cli_help = R"(amsp-plan: choose how to shard parameters, gradients and optimizer states (AMSP) for a model on a
@@ -76,9 +76,12 @@ Cluster
 
 Model of the engine
   --mode engine|paper     price the schedule amsp runs (default) or the paper's formulas T_p, T_g, T_os0, T_os1
-  --spread all_gather|broadcast
-                          how updated parameters return to the P shards (default all_gather)
-  --bucket-mb MB          bucket of the last-micro-batch gradient reduction, the paper's U (default 25)
+  --os-layout even_split|whole_tensor
+                          optimizer-state shards split evenly (ReduceScatter / AllGather, default) or
+                          owned whole per tensor (Reduce / Broadcast, the paper's; needs s_g = s_p)
+  --units layer|tensor    unit gathered and reduced at once: a transformer layer (default) or a tensor
+  --grad-bytes 2|4        bytes per gradient element on the wire: bf16 as the paper (default) or fp32
+  --bucket-mb MB          the paper formulas' gradient bucket U (default 25)
   --keep-gathered         keep gathered parameters from forward to backward (one AllGather, more memory)
   --rules amsp|paper      plan rules; paper also requires s_g in {s_p, s_os} (default amsp)
 
@@ -162,7 +165,7 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
     else if (arg == "--json") flag(o.json);
     else if (arg == "--recompute") flag(o.recompute);
     else if (arg == "--no-flash-attention") { flag(set); o.flash_attention = false; }
-    else if (arg == "--keep-gathered") { flag(set); o.engine.reshard_after_forward = false; }
+    else if (arg == "--keep-gathered") { flag(set); o.schedule.reshard_after_forward = false; }
     else if (arg == "--model") o.model = value();
     else if (arg == "--cluster") {
       o.cluster = value();
@@ -182,15 +185,20 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
     else if (arg == "--global-batch") o.global_batch = detail::parse_cli_count(arg, value());
     else if (arg == "--evaluate") o.evaluate = value();
     else if (arg == "--top") o.top = static_cast<int>(std::min<std::int64_t>(detail::parse_cli_count(arg, value()), 1 << 20));
-    else if (arg == "--bucket-mb") o.engine.bucket_bytes = detail::parse_cli_positive(arg, value()) * 1e6;
+    else if (arg == "--bucket-mb") o.schedule.bucket_bytes = detail::parse_cli_positive(arg, value()) * 1e6;
     else if (arg == "--mode")
       o.mode = detail::parse_cli_choice<CommMode>(arg, value(), {{"engine", CommMode::engine}, {"paper", CommMode::paper}});
     else if (arg == "--rank-by")
       o.rank_by = detail::parse_cli_choice<RankBy>(
           arg, value(), {{"step", RankBy::step}, {"step-serial", RankBy::step_serial}, {"comm", RankBy::comm}});
-    else if (arg == "--spread")
-      o.engine.spread = detail::parse_cli_choice<SpreadKind>(
-          arg, value(), {{"all_gather", SpreadKind::all_gather}, {"broadcast", SpreadKind::broadcast}});
+    else if (arg == "--os-layout")
+      o.schedule.os_layout = detail::parse_cli_choice<OsLayout>(
+          arg, value(), {{"even_split", OsLayout::even_split}, {"whole_tensor", OsLayout::whole_tensor}});
+    else if (arg == "--units")
+      o.schedule.granularity = detail::parse_cli_choice<Granularity>(
+          arg, value(), {{"layer", Granularity::layer}, {"tensor", Granularity::tensor}});
+    else if (arg == "--grad-bytes")
+      o.schedule.grad_wire_bytes = detail::parse_cli_choice<double>(arg, value(), {{"2", 2.0}, {"4", 4.0}});
     else if (arg == "--rules")
       o.rules = detail::parse_cli_choice<rule_set>(arg, value(), {{"amsp", rule_set::amsp}, {"paper", rule_set::paper}});
     else
@@ -202,7 +210,7 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
 /// The planner inputs the options describe (model, workload with M from the global batch,
 /// the cluster with its overrides and profile).
 [[nodiscard]] inline PlannerInputs planner_inputs(const CliOptions& o) {
-  PlannerInputs in{parse_model(o.model), {}, paper_cluster(), o.engine, o.mode, o.rules};
+  PlannerInputs in{parse_model(o.model), {}, paper_cluster(), o.schedule, o.mode, o.rules};
   Cluster& c = in.cluster;
   if (o.mesh) c.mesh = parse_mesh(*o.mesh);
   if (o.gpu_memory_gb) c.gpu_memory_bytes = *o.gpu_memory_gb * 1e9;

@@ -1,9 +1,10 @@
 #pragma once
-// What one collective costs: the bytes each rank sends (the byte convention every amsp traffic
-// figure uses) and the analytic α–β time used when no measured bandwidth profile covers a group.
+// What one collective costs: the bytes each rank sends and the analytic α–β time used when no
+// measured bandwidth profile covers a group.
 //
-// Byte convention (nccl-tests' ring volumes, S = the full buffer of the collective, n ranks):
-//   all_gather, reduce_scatter, broadcast, reduce: (n−1)/n · S per rank;  all_reduce: 2(n−1)/n · S.
+// The byte convention is comm::bytes_sent_per_rank's (amsp/comm/traffic.hpp, nccl-tests' ring
+// volumes: (n−1)/n · S per rank, 2(n−1)/n · S for all_reduce); the planner only extends it to
+// fractional buffer sizes, since a shard of a module is Φ_i / s bytes on average.
 //
 // Analytic fallback, ring algorithm on a group of shape p0 × p1 (p0 ranks on each of p1 nodes):
 //   - inside a node (p1 = 1) every rank streams its volume over its own NVLink/NVSwitch port:
@@ -22,17 +23,20 @@
 // (LL/LL128/Simple); a measured profile replaces it wherever it has the shape.
 
 #include <cmath>
+#include <cstdint>
 
 #include "amsp/comm/op.hpp"
+#include "amsp/comm/traffic.hpp"
 #include "amsp/sharding/mesh.hpp"
 
 namespace amsp::planner {
 
-/// Bytes one rank sends in `op` on a buffer of `bytes` over `n` ranks (ring volumes, above).
-[[nodiscard]] constexpr double ring_bytes_per_rank(comm::op_kind op, double bytes, int n) {
+/// Bytes one rank sends in `op` on a buffer of `bytes` (any non-negative size) over `n` ranks:
+/// comm::bytes_sent_per_rank, which is linear in the buffer, scaled from a buffer of n bytes.
+[[nodiscard]] inline double ring_bytes_per_rank(comm::op_kind op, double bytes, int n) {
   if (n <= 1) return 0.0;
-  const double share = static_cast<double>(n - 1) / static_cast<double>(n) * bytes;
-  return op == comm::op_kind::all_reduce ? 2.0 * share : share;
+  const auto per_byte = comm::bytes_sent_per_rank(op, static_cast<std::uint64_t>(n), n).to_double() / n;
+  return bytes * per_byte;
 }
 
 /// Effective link figures for the α–β model.

@@ -2,33 +2,36 @@
 // Communication per training step of a plan, as a list of terms, each a set of collective calls
 // on one kind of rank group, in two modes:
 //
-// CommMode::engine -- the schedule amsp's engine runs (ARCHITECTURE.md, "One training step"):
-//   p_all_gather       s_p > 1: every module's parameters gathered in the P group, in forward and
-//                      again in backward (once if gathered weights are kept), every micro-batch
-//   p_reduce_scatter   s_p > 1: every module's gradient reduce-scattered in the P group, every
-//                      micro-batch
-//   g_reduce_scatter   s_g > s_p: the P-shard gradient of every module reduce-scattered over the
-//                      s_g/s_p ranks sharing the P shard (PlanGroups::g_split), every micro-batch
-//   os_reduce_scatter  s_os > s_g, last micro-batch: the G shard reduce-scattered to OS shards over
-//                      the s_os/s_g ranks sharing it (os_split), in buckets
-//   os_all_reduce      world > s_os, last micro-batch: the OS-shard gradient all-reduced across the
-//                      world/s_os ranks holding the same OS shard (os_replica), in buckets
-//   spread             s_os > s_p, after the update: every module's updated P-shard slice spread
-//                      over the s_os/s_p ranks sharing the P shard (spread), by AllGather (even
-//                      split) or Broadcast (whole-tensor ownership)
+// CommMode::engine -- the schedule amsp's engine runs, term by term as the engine names them
+// (amsp/engine/expected_traffic.hpp), over the model's units (the engine's buckets):
+//   param_gather    s_p > 1: each unit's parameters gathered in the P group, in forward and again
+//                   in backward (once if gathered weights are kept), every micro-batch
+//   grad_reduce_p   s_p > 1: each unit's gradient reduce-scattered in the P group, every micro-batch
+//   grad_reduce_g   s_g > s_p: each unit's P-shard gradient reduce-scattered over the s_g/s_p ranks
+//                   sharing the P shard (PlanGroups::g_split), every micro-batch
+//   grad_reduce_os  last micro-batch, G shard -> OS shard: even split, ReduceScatter of each unit's
+//                   G shard over the s_os/s_g ranks sharing it (os_split); whole tensor, Reduce of
+//                   each unit's P-shard slice to its owner over the s_os/s_p ranks sharing the P
+//                   shard (spread)
+//   grad_replicas   world > s_os, last micro-batch: AllReduce of each unit's OS-shard gradient
+//                   across the world/s_os ranks holding the same OS shard (os_replica)
+//   grad_norm       s_os > 1: AllReduce of one double (the squared norm) in the OS group
+//   param_spread    s_os > s_p, after the update: each unit's P-shard slice back to the s_os/s_p
+//                   ranks sharing the P shard (spread), by AllGather (even split) or Broadcast
+//                   (whole tensor)
 // CommMode::paper -- the paper's §4 formulas (PAPER.md §4), with profiled or analytic t():
 //   T_p   = M·Σ_i [2·t(AG, 2Φ_i, s_p) + t(RS, 2Φ_i, s_p)]
 //   T_g   = (M−1)·(2Φ/(U·s_p))·t(AR, U, s_g/s_p)
 //   T_os0 = (2Φ/(U·s_p))·t(AR, U, s_dp/s_p)
 //   T_os1 = (s_os/s_p)·t(BC, 2Φ/s_os, s_os/s_p)
-//   The paper sums T_p over the L layers' modules; we sum over every module, the embedding and the
-//   lm head included, since ZeRO-3-style engines gather those too.
+//   Φ_i are the units (the paper sums over the L layers' modules; we include the embedding and
+//   the lm head, which ZeRO-3-style engines gather too).
 //
 // Each term also carries its overlap window (step_model.hpp) and the bytes one rank sends, split
-// by whether the term's groups stay inside a node -- the classification amsp's traffic counter
-// uses -- so the engine's measured traffic can be compared with expected_traffic() term by term.
-// Every rank sends the same bytes: the groups of a set have equal sizes and the ring convention
-// (collective_cost.hpp) charges every member alike.
+// by whether the term's groups stay inside a node -- the classification of amsp's traffic counter
+// -- so expected_traffic() can be compared with the engine's own expectation term by term.
+// Shards are exact fractions (Φ_i / s, no padding) and with whole-tensor ownership the OS shards
+// of a spread group differ in size, so a rank's figures are the average over the ranks.
 
 #include <cmath>
 #include <map>
@@ -38,9 +41,10 @@
 #include <vector>
 
 #include "amsp/comm/op.hpp"
+#include "amsp/engine/expected_traffic.hpp"
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/collective_cost.hpp"
-#include "amsp/planner/engine_options.hpp"
+#include "amsp/planner/schedule_options.hpp"
 #include "amsp/planner/model.hpp"
 #include "amsp/sharding/groups.hpp"
 
@@ -68,6 +72,10 @@ struct CommTerm {
   std::string name;
   Window window = Window::every_micro_batch;
   std::vector<CollectiveCall> calls;
+
+  CommTerm() = default;
+  CommTerm(std::string n, Window w, std::vector<CollectiveCall> c = {})
+      : name(std::move(n)), window(w), calls(std::move(c)) {}
 
   [[nodiscard]] double seconds(const Cluster& cluster) const {
     double t = 0;
@@ -99,20 +107,14 @@ struct CommTerm {
 
 namespace detail {
 
-// Adds `per_module_count` calls of `op` per module, on buffers of `bytes_per_param` × Φ_i / `shard`,
-// merging modules of equal size into one call.
-inline void add_per_module(CommTerm& term, std::span<const Module> modules, comm::op_kind op, double bytes_per_param,
-                           double shard, double per_module_count, Factor group) {
+// Adds `per_unit_count` calls of `op` per unit, on buffers of `bytes_per_param` × Φ_i / `shard`,
+// merging units of equal size into one call.
+inline void add_per_unit(CommTerm& term, std::span<const Module> units, comm::op_kind op, double bytes_per_param,
+                           double shard, double per_unit_count, Factor group) {
   std::map<std::int64_t, double> by_size;
-  for (const Module& m : modules) by_size[m.params] += per_module_count;
+  for (const Module& m : units) by_size[m.params] += per_unit_count;
   for (const auto& [params, count] : by_size)
     term.calls.push_back({op, bytes_per_param * static_cast<double>(params) / shard, count, group});
-}
-
-// `total` bytes in equal buckets of at most `bucket` bytes.
-inline void add_bucketed(CommTerm& term, comm::op_kind op, double total, double bucket, Factor group) {
-  const double buckets = std::max(1.0, std::ceil(total / bucket));
-  term.calls.push_back({op, total / buckets, buckets, group});
 }
 
 // Shape of the ranks sharing rank 0's P shard across the world (the paper's s_dp/s_p group).
@@ -130,65 +132,60 @@ inline Factor p_replica_shape(const PlanGroups& groups) {
   return {members / spanned, spanned};
 }
 
-inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<const Module> modules, int micro_batches,
-                                          const EngineOptions& o) {
+inline std::string term_name(TrafficTerm t) { return std::string(name_of(t)); }
+
+inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<const Module> units, int micro_batches,
+                                          const ScheduleOptions& o) {
   const Plan& plan = groups.plan();
   const Mesh& mesh = groups.mesh();
   const double M = micro_batches;
-  const double phi = std::accumulate(modules.begin(), modules.end(), 0.0,
-                                     [](double s, const Module& m) { return s + static_cast<double>(m.params); });
   const int s_p = plan.p.size(), s_g = plan.g.size(), s_os = plan.os.size();
+  const bool even = o.os_layout == OsLayout::even_split;
+  check(even || s_g == s_p, "planner.os_layout", "the whole-tensor optimizer-state layout needs s_g = s_p, plan ",
+        to_string(plan), " has s_g = ", s_g, " and s_p = ", s_p);
   std::vector<CommTerm> terms;
+  const auto term = [&](TrafficTerm t, Window w) -> CommTerm& { return terms.emplace_back(term_name(t), w); };
   if (s_p > 1) {
-    CommTerm gather{"p_all_gather", Window::every_micro_batch, {}};
-    add_per_module(gather, modules, comm::op_kind::all_gather, o.param_wire_bytes, 1.0,
-                   M * (o.reshard_after_forward ? 2.0 : 1.0), plan.p);
-    terms.push_back(std::move(gather));
-    CommTerm reduce{"p_reduce_scatter", Window::every_micro_batch, {}};
-    add_per_module(reduce, modules, comm::op_kind::reduce_scatter, o.grad_wire_bytes, 1.0, M, plan.p);
-    terms.push_back(std::move(reduce));
+    add_per_unit(term(TrafficTerm::param_gather, Window::every_micro_batch), units, comm::op_kind::all_gather,
+                   o.param_wire_bytes, 1.0, M * (o.reshard_after_forward ? 2.0 : 1.0), plan.p);
+    add_per_unit(term(TrafficTerm::grad_reduce_p, Window::every_micro_batch), units, comm::op_kind::reduce_scatter,
+                   o.grad_wire_bytes, 1.0, M, plan.p);
   }
-  if (s_g > s_p) {
-    CommTerm term{"g_reduce_scatter", Window::every_micro_batch, {}};
-    add_per_module(term, modules, comm::op_kind::reduce_scatter, o.grad_wire_bytes, s_p, M,
-                   group_shape(groups.g_split(), mesh));
-    terms.push_back(std::move(term));
-  }
-  if (s_os > s_g) {
-    CommTerm term{"os_reduce_scatter", Window::last_backward, {}};
-    add_bucketed(term, comm::op_kind::reduce_scatter, o.grad_wire_bytes * phi / s_g, o.bucket_bytes,
-                 group_shape(groups.os_split(), mesh));
-    terms.push_back(std::move(term));
-  }
-  if (mesh.world_size() > s_os) {
-    CommTerm term{"os_all_reduce", Window::last_backward, {}};
-    add_bucketed(term, comm::op_kind::all_reduce, o.grad_wire_bytes * phi / s_os, o.bucket_bytes,
-                 group_shape(groups.os_replica(), mesh));
-    terms.push_back(std::move(term));
-  }
-  if (s_os > s_p) {
-    CommTerm term{"spread", Window::first_forward, {}};
-    const auto op = o.spread == SpreadKind::all_gather ? comm::op_kind::all_gather : comm::op_kind::broadcast;
-    add_per_module(term, modules, op, o.param_wire_bytes, s_p, 1.0, group_shape(groups.spread(), mesh));
-    terms.push_back(std::move(term));
-  }
+  if (s_g > s_p)
+    add_per_unit(term(TrafficTerm::grad_reduce_g, Window::every_micro_batch), units, comm::op_kind::reduce_scatter,
+                   o.grad_wire_bytes, s_p, M, group_shape(groups.g_split(), mesh));
+  if (even && s_os > s_g)
+    add_per_unit(term(TrafficTerm::grad_reduce_os, Window::last_backward), units, comm::op_kind::reduce_scatter,
+                   o.grad_wire_bytes, s_g, 1.0, group_shape(groups.os_split(), mesh));
+  if (!even && s_os > s_p)
+    add_per_unit(term(TrafficTerm::grad_reduce_os, Window::last_backward), units, comm::op_kind::reduce,
+                   o.grad_wire_bytes, s_p, 1.0, group_shape(groups.spread(), mesh));
+  if (mesh.world_size() > s_os)
+    add_per_unit(term(TrafficTerm::grad_replicas, Window::last_backward), units, comm::op_kind::all_reduce,
+                   o.grad_wire_bytes, s_os, 1.0, group_shape(groups.os_replica(), mesh));
+  if (s_os > 1)
+    term(TrafficTerm::grad_norm, Window::last_backward).calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});
+  if (s_os > s_p)
+    add_per_unit(term(TrafficTerm::param_spread, Window::first_forward), units,
+                   even ? comm::op_kind::all_gather : comm::op_kind::broadcast, o.param_wire_bytes, s_p, 1.0,
+                   group_shape(groups.spread(), mesh));
   return terms;
 }
 
-inline std::vector<CommTerm> paper_terms(const PlanGroups& groups, std::span<const Module> modules, int micro_batches,
-                                         const EngineOptions& o) {
+inline std::vector<CommTerm> paper_terms(const PlanGroups& groups, std::span<const Module> units, int micro_batches,
+                                         const ScheduleOptions& o) {
   const Plan& plan = groups.plan();
   const Mesh& mesh = groups.mesh();
   const double M = micro_batches;
   const double U = o.bucket_bytes;
-  const double phi = std::accumulate(modules.begin(), modules.end(), 0.0,
+  const double phi = std::accumulate(units.begin(), units.end(), 0.0,
                                      [](double s, const Module& m) { return s + static_cast<double>(m.params); });
   const int s_p = plan.p.size(), s_g = plan.g.size(), s_os = plan.os.size();
   std::vector<CommTerm> terms;
   if (s_p > 1) {
     CommTerm term{"T_p", Window::every_micro_batch, {}};
-    add_per_module(term, modules, comm::op_kind::all_gather, 2.0, 1.0, 2.0 * M, plan.p);
-    add_per_module(term, modules, comm::op_kind::reduce_scatter, 2.0, 1.0, M, plan.p);
+    add_per_unit(term, units, comm::op_kind::all_gather, 2.0, 1.0, 2.0 * M, plan.p);
+    add_per_unit(term, units, comm::op_kind::reduce_scatter, 2.0, 1.0, M, plan.p);
     terms.push_back(std::move(term));
   }
   if (s_g > s_p && micro_batches > 1)
@@ -209,14 +206,14 @@ inline std::vector<CommTerm> paper_terms(const PlanGroups& groups, std::span<con
 
 }  // namespace detail
 
-/// The communication terms of one step of `groups.plan()` over `modules` with M micro-batches.
-[[nodiscard]] inline std::vector<CommTerm> comm_terms(const PlanGroups& groups, std::span<const Module> modules,
-                                                      int micro_batches, const EngineOptions& options = {},
+/// The communication terms of one step of `groups.plan()` over `units` with M micro-batches.
+[[nodiscard]] inline std::vector<CommTerm> comm_terms(const PlanGroups& groups, std::span<const Module> units,
+                                                      int micro_batches, const ScheduleOptions& options = {},
                                                       CommMode mode = CommMode::engine) {
   check(micro_batches >= 1, "planner.workload", "micro-batch count must be at least 1, got ", micro_batches);
   validate(options);
-  return mode == CommMode::engine ? detail::engine_terms(groups, modules, micro_batches, options)
-                                  : detail::paper_terms(groups, modules, micro_batches, options);
+  return mode == CommMode::engine ? detail::engine_terms(groups, units, micro_batches, options)
+                                  : detail::paper_terms(groups, units, micro_batches, options);
 }
 
 /// Bytes one rank sends per step in one term, split by whether the term's groups cross nodes.
@@ -227,14 +224,14 @@ struct TermTraffic {
 };
 
 /// Expected per-rank traffic of one step of the engine's schedule for `plan` on `mesh` over
-/// `modules` (any list of tensor sizes: a ModelSpec's modules() or an engine test's own layout),
+/// `units` (any list of bucket sizes: a ModelSpec's units() or an engine test's own buckets),
 /// with M micro-batches. Only terms with traffic are listed.
 [[nodiscard]] inline std::vector<TermTraffic> expected_traffic(const Plan& plan, const Mesh& mesh,
-                                                               std::span<const Module> modules, int micro_batches,
-                                                               const EngineOptions& options = {}) {
+                                                               std::span<const Module> units, int micro_batches,
+                                                               const ScheduleOptions& options = {}) {
   const PlanGroups groups(mesh, plan);
   std::vector<TermTraffic> traffic;
-  for (const CommTerm& term : comm_terms(groups, modules, micro_batches, options, CommMode::engine)) {
+  for (const CommTerm& term : comm_terms(groups, units, micro_batches, options, CommMode::engine)) {
     const double bytes = term.bytes_per_rank();
     traffic.push_back({term.name, term.intra_node() ? bytes : 0.0, term.intra_node() ? 0.0 : bytes});
   }

@@ -18,7 +18,7 @@
 
 #include <algorithm>
 
-#include "amsp/planner/engine_options.hpp"
+#include "amsp/planner/schedule_options.hpp"
 #include "amsp/planner/model.hpp"
 #include "amsp/planner/workload.hpp"
 #include "amsp/sharding/plan.hpp"
@@ -44,7 +44,7 @@ struct MemoryBreakdown {
 
 /// Memory per rank of `plan` on a world of `world` ranks (see the file comment for the model).
 [[nodiscard]] inline MemoryBreakdown memory_per_rank(const Plan& plan, int world, const ModelSpec& m,
-                                                     const Workload& w, const EngineOptions& o,
+                                                     const Workload& w, const ScheduleOptions& o,
                                                      double reserved_bytes = 0) {
   const double phi = static_cast<double>(m.params());
   MemoryBreakdown mem;

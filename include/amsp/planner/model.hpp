@@ -25,6 +25,12 @@ struct Module {
   std::int64_t params = 0;
 };
 
+/// The unit the engine gathers, reduces and spreads at once (one bucket of the engine).
+enum class Granularity {
+  layer,   ///< one unit per transformer layer, plus embedding, final norm and lm head (FSDP-style wrapping)
+  tensor,  ///< one unit per weight tensor (the paper's "modules")
+};
+
 struct ModelSpec {
   std::string name;
   std::int64_t hidden = 0;  ///< h
@@ -52,6 +58,15 @@ struct ModelSpec {
     }
     all.push_back({"final_norm", -1, hidden});
     all.push_back({"lm_head", -1, vocab * hidden});
+    return all;
+  }
+  /// The model cut into engine units, in forward order.
+  [[nodiscard]] std::vector<Module> units(Granularity g) const {
+    if (g == Granularity::tensor) return modules();
+    std::vector<Module> all{{"embed", -1, embedding_params()}};
+    for (int l = 0; l < layers; ++l) all.push_back({"layers." + std::to_string(l), l, params_per_layer()});
+    all.push_back({"final_norm", -1, hidden});
+    all.push_back({"lm_head", -1, embedding_params()});
     return all;
   }
   [[nodiscard]] std::int64_t params_per_layer() const { return 4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden; }

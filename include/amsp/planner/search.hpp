@@ -14,7 +14,7 @@
 
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/comm_model.hpp"
-#include "amsp/planner/engine_options.hpp"
+#include "amsp/planner/schedule_options.hpp"
 #include "amsp/planner/memory_model.hpp"
 #include "amsp/planner/model.hpp"
 #include "amsp/planner/step_model.hpp"
@@ -29,7 +29,7 @@ struct PlannerInputs {
   ModelSpec model;
   Workload workload;
   Cluster cluster;
-  EngineOptions engine{};
+  ScheduleOptions schedule{};
   CommMode mode = CommMode::engine;
   rule_set rules = rule_set::amsp;
 };
@@ -39,7 +39,7 @@ inline void validate(const PlannerInputs& in) {
   validate(in.model);
   validate(in.workload);
   validate(in.cluster);
-  validate(in.engine);
+  validate(in.schedule);
 }
 
 struct TermCost {
@@ -62,13 +62,13 @@ struct Evaluation {
 enum class RankBy { comm, step, step_serial };
 
 namespace detail {
-inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::span<const Module> modules) {
+inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::span<const Module> units) {
   validate(plan, in.cluster.mesh, in.rules);
   const PlanGroups groups(in.cluster.mesh, plan);
-  const std::vector<CommTerm> terms = comm_terms(groups, modules, in.workload.micro_batches, in.engine, in.mode);
+  const std::vector<CommTerm> terms = comm_terms(groups, units, in.workload.micro_batches, in.schedule, in.mode);
   Evaluation e;
   e.plan = plan;
-  e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.engine,
+  e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.schedule,
                              in.cluster.reserved_bytes);
   e.fits = e.memory.total() <= in.cluster.gpu_memory_bytes;
   std::vector<double> seconds;
@@ -85,7 +85,7 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
 /// Prices `plan` (validated on the cluster's mesh under `in.rules`).
 [[nodiscard]] inline Evaluation evaluate(const Plan& plan, const PlannerInputs& in) {
   validate(in);
-  return detail::evaluate_on(plan, in, in.model.modules());
+  return detail::evaluate_on(plan, in, in.model.units(in.schedule.granularity));
 }
 
 /// The figure `rank` orders plans by (smaller is better).
@@ -99,14 +99,16 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
 }
 
 /// Every valid plan of the mesh, evaluated, best first; only plans that fit in GPU memory unless
-/// `include_unfit`.
+/// `include_unfit`. With the whole-tensor layout, plans with s_g != s_p are skipped (the engine
+/// cannot run them).
 [[nodiscard]] inline std::vector<Evaluation> search(const PlannerInputs& in, RankBy rank = RankBy::step,
                                                     bool include_unfit = false) {
   validate(in);
-  const std::vector<Module> modules = in.model.modules();
+  const std::vector<Module> units = in.model.units(in.schedule.granularity);
   std::vector<Evaluation> found;
   for (const Plan& plan : enumerate_plans(in.cluster.mesh, in.rules)) {
-    Evaluation e = detail::evaluate_on(plan, in, modules);
+    if (in.schedule.os_layout == OsLayout::whole_tensor && plan.g != plan.p) continue;  // the engine cannot run it
+    Evaluation e = detail::evaluate_on(plan, in, units);
     if (e.fits || include_unfit) found.push_back(std::move(e));
   }
   std::stable_sort(found.begin(), found.end(), [rank](const Evaluation& a, const Evaluation& b) {
