@@ -1,0 +1,17 @@
+// The 1<<20-element part of the threads sweep: every collective × dtype × placement × world size
+// (label slow; the unit suite runs one slice of it).
+#include <doctest/doctest.h>
+
+#include "collective_checks.hpp"
+#include "threads_harness.hpp"
+
+TEST_CASE("threads: 1<<20 elements, every collective, dtype, placement and world size") {
+  for (int n : {1, 2, 3, 4, 8}) {
+    CAPTURE(n);
+    const auto failures = amsp::test::failures_on_threads(n, [](amsp::comm::ThreadsCommunicator& c) {
+      return amsp::test::run_sweep(c, {std::size_t{1} << 20}, amsp::test::all_dtypes);
+    });
+    for (std::size_t i = 0; i < failures.size() && i < 10; ++i) FAIL_CHECK(failures[i]);
+    CHECK(failures.empty());
+  }
+}
