@@ -37,6 +37,13 @@
 
 namespace amsp_train {
 
+namespace detail {
+/// The default of the optional per-layer callbacks of CharMlp: does nothing.
+struct no_hook {
+  void operator()(std::size_t) const noexcept {}
+};
+}  // namespace detail
+
 struct CharMlpConfig {
   int context = 8;         ///< C: characters of context
   int embed_dim = 24;      ///< d: embedding width per character
@@ -97,8 +104,12 @@ public:
   }
 
   /// Runs the model on `batch` and returns the mean cross-entropy over its examples (nats).
-  /// layer_params[l] points at layer l's parameters (flat layout); they are only read.
-  float forward(std::span<const float* const> layer_params, ExampleView batch) {
+  /// layer_params[l] points at layer l's parameters (flat layout); they are only read, and only
+  /// between the calls before_layer(l) and before_layer(l + 1) (or the return, for the last
+  /// layer), layers in order 0, 1, ..., L + 1. An engine that shards the parameters gathers layer
+  /// l in before_layer(l) and may release layer l - 1 there.
+  template <class BeforeLayer = detail::no_hook>
+  float forward(std::span<const float* const> layer_params, ExampleView batch, BeforeLayer&& before_layer = {}) {
     check_pointer_count(layer_params.size(), "parameter");
     check_batch(batch);
     const std::size_t b = batch.size();
@@ -112,6 +123,7 @@ public:
     context_.assign(batch.contexts.begin(), batch.contexts.end());
     targets_.assign(batch.targets.begin(), batch.targets.end());
 
+    before_layer(std::size_t{0});
     const float* embed = layer_params[0];
     for (std::size_t i = 0; i < b; ++i)
       for (std::size_t k = 0; k < c; ++k) {
@@ -120,12 +132,14 @@ public:
       }
     for (std::size_t l = 1; l <= hidden_layers; ++l) {
       const std::size_t in = fan_in(static_cast<int>(l));
+      before_layer(l);
       const float* w = layer_params[l];
       float* a = activations_[l].data();
       detail::broadcast_rows(w + in * h, b, h, a);
       detail::gemm_accumulate(activations_[l - 1].data(), b, in, w, h, a);
       detail::tanh_inplace(a, b * h);
     }
+    before_layer(hidden_layers + 1);
     const float* w_out = layer_params[hidden_layers + 1];
     detail::broadcast_rows(w_out + h * v, b, v, probs_.data());
     detail::gemm_accumulate(activations_[hidden_layers].data(), b, h, w_out, v, probs_.data());
@@ -149,12 +163,15 @@ public:
 
   /// Backward of the last forward(). layer_params must hold the same values as in that forward
   /// (they may live elsewhere now). Overwrites layer_grads[l] (flat layout of layer l) with the
-  /// gradient of the mean loss, layer by layer in reverse order, and calls on_layer_grad(l) as
-  /// soon as layer l's gradient is complete (its buffer is not touched again by this call), so
-  /// that the caller can start reducing it while the earlier layers are still computed.
-  template <class OnLayerGrad>
+  /// gradient of the mean loss, layer by layer in reverse order L + 1, L, ..., 0:
+  /// - before_layer(l) is called before layer l's parameters are read (l = L + 1 .. 1: the
+  ///   embedding table is never read by backward, so there is no before_layer(0));
+  /// - on_layer_grad(l) is called as soon as layer l's gradient is complete; from then on this
+  ///   call neither writes layer_grads[l] nor reads layer_params[l], so the caller may start
+  ///   reducing that gradient and release those parameters while the earlier layers are computed.
+  template <class OnLayerGrad, class BeforeLayer = detail::no_hook>
   void backward(std::span<const float* const> layer_params, std::span<float* const> layer_grads,
-                OnLayerGrad&& on_layer_grad) {
+                OnLayerGrad&& on_layer_grad, BeforeLayer&& before_layer = {}) {
     check_pointer_count(layer_params.size(), "parameter");
     check_pointer_count(layer_grads.size(), "gradient");
     amsp::check(batch_rows_ > 0, "model.backward_without_forward", "backward() called before forward()");
@@ -176,17 +193,17 @@ public:
     std::size_t width = v;  // columns of the delta currently in delta_
     for (std::size_t l = last; l >= 1; --l) {
       const std::size_t in = l == last ? h : fan_in(static_cast<int>(l));
-      const float* w = layer_params[l];
       float* g = layer_grads[l];
       std::fill(g, g + in * width + width, 0.0f);
       detail::gemm_at_b_accumulate(activations_[l - 1].data(), b, in, delta_.data(), width, g);
       detail::sum_rows_accumulate(delta_.data(), b, width, g + in * width);
-      on_layer_grad(l);
       // The gradient w.r.t. this layer's input, delta_prev = delta · Wᵀ, via an explicit
-      // transpose so that the product stays in axpy form.
-      detail::transpose(w, in, width, transposed_.data());
+      // transpose so that the product stays in axpy form. This is the last read of W_l.
+      before_layer(l);
+      detail::transpose(layer_params[l], in, width, transposed_.data());
       std::fill(delta_prev_.begin(), delta_prev_.begin() + static_cast<std::ptrdiff_t>(b * in), 0.0f);
       detail::gemm_accumulate(delta_.data(), b, width, transposed_.data(), in, delta_prev_.data());
+      on_layer_grad(l);
       if (l > 1) {
         const float* a = activations_[l - 1].data();  // tanh output: tanh' = 1 − a²
         for (std::size_t e = 0; e < b * in; ++e) delta_prev_[e] *= 1.0f - a[e] * a[e];
@@ -205,7 +222,7 @@ public:
 
   /// backward() without a per-layer callback.
   void backward(std::span<const float* const> layer_params, std::span<float* const> layer_grads) {
-    backward(layer_params, layer_grads, [](std::size_t) {});
+    backward(layer_params, layer_grads, detail::no_hook{});
   }
 
 private:

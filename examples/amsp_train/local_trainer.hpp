@@ -1,8 +1,9 @@
 #pragma once
-// Single-process training of the example's model: one rank, M micro-batches per step, Adam. It
-// follows the same data and loss contract as the sharded trainer (BatchSampler's global batches,
-// gradients summed over micro-batches and divided by M), so its loss curve is the reference the
-// sharded runs should reproduce.
+// Single-process training of the example's model: one rank, M micro-batches per step, amsp's own
+// fused Adam update applied to whole layers (no sharding, no communicator). It follows the same
+// data and loss contract as the sharded trainer (BatchSampler's global batches, gradients summed
+// over micro-batches and scaled by 1/M), so its loss curve is the reference the sharded runs
+// should reproduce.
 
 #include <algorithm>
 #include <cstddef>
@@ -16,8 +17,9 @@
 #include "char_data.hpp"
 #include "char_mlp.hpp"
 #include "evaluate.hpp"
+#include "amsp/optim/adam.hpp"
+#include "amsp/optim/update_host.hpp"
 #include "layer_spec.hpp"
-#include "local_adam.hpp"
 
 namespace amsp_train {
 
@@ -26,7 +28,7 @@ struct LocalTrainOptions {
   std::size_t global_batch = 256;
   int micro_batches = 1;
   std::uint64_t seed = 1;              ///< initial weights and batches
-  AdamOptions adam{};
+  amsp::optim::Adam adam{.lr = 3e-3f};  ///< plain Adam (weight_decay 0)
   std::uint64_t eval_every = 100;      ///< validation loss every this many steps (and after the last)
   std::size_t eval_examples = 4096;    ///< validation examples evaluated (spread over the split)
 };
@@ -52,8 +54,9 @@ struct LocalTrainResult {
   LayerBuffers params(model.layers());
   LayerBuffers grads(model.layers());
   LayerBuffers accumulated(model.layers());
+  LayerBuffers first_moment(model.layers());
+  LayerBuffers second_moment(model.layers());
   model.init(options.seed, params.pointers());
-  LocalAdam adam(model.layers(), options.adam);
   const BatchSampler sampler(data.train.size(), options.global_batch, options.seed);
   const BatchSplit split{1, options.micro_batches};
   (void)sampler.micro_batch_size(split);  // fail before training when M does not divide the batch
@@ -74,10 +77,18 @@ struct LocalTrainResult {
         for (std::size_t e = 0; e < sum.size(); ++e) sum[e] += g[e];
       }
     }
-    const float inv_m = 1.0f / static_cast<float>(options.micro_batches);
-    for (std::size_t l = 0; l < model.layer_count(); ++l)
-      for (float& g : accumulated.layer(l)) g *= inv_m;
-    adam.step(params.pointers(), accumulated.const_pointers());
+    // The fp32 parameters are the master weights themselves; grad_scale turns the sum over
+    // micro-batches into their mean.
+    const amsp::optim::StepOptions step_options{.step = static_cast<std::int64_t>(step + 1),
+                                                .grad_scale = 1.0f / static_cast<float>(options.micro_batches)};
+    for (std::size_t l = 0; l < model.layer_count(); ++l) {
+      const amsp::optim::ShardState<amsp::optim::Adam> state{params.layer(l),
+                                                             {first_moment.layer(l), second_moment.layer(l)}};
+      const auto outcome = amsp::optim::update_host(options.adam, state, std::as_const(accumulated).layer(l),
+                                                    std::span<float>{}, step_options);
+      amsp::check(!outcome.skipped, "train.nonfinite", "non-finite gradient in layer ", model.layers()[l].name,
+                  " at step ", step + 1);
+    }
 
     StepReport report{step + 1, static_cast<float>(loss / options.micro_batches), std::nullopt};
     if ((step + 1) % options.eval_every == 0 || step + 1 == options.steps)

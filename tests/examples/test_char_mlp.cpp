@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "amsp_train/batch_sampler.hpp"
@@ -218,6 +219,52 @@ TEST_CASE("backward reports each layer once, in reverse order, when its gradient
   });
   CHECK(order == std::vector<std::size_t>{4, 3, 2, 1, 0});
   for (std::size_t l = 0; l < model.layer_count(); ++l) CHECK(std::ranges::equal(snapshots[l], grads.layer(l)));
+}
+
+TEST_CASE("parameters are read only between before_layer(l) and the documented release point") {
+  // An engine that shards parameters gathers layer l in before_layer(l) and frees it afterwards.
+  // Simulate that: each layer holds NaN except while the model may read it. Any read outside
+  // that window poisons the loss or the gradients.
+  const CharMlpConfig cfg{.context = 3, .embed_dim = 4, .hidden = 6, .hidden_layers = 2};
+  CharMlp model(cfg);
+  LayerBuffers params(model.layers());
+  LayerBuffers grads(model.layers());
+  LayerBuffers reference_grads(model.layers());
+  model.init(8, params.pointers());
+  const ExampleSet batch = random_batch(cfg, 6, 9);
+  const float expected_loss = model.forward(params.const_pointers(), batch.view());
+  model.backward(params.const_pointers(), reference_grads.pointers());
+
+  LayerBuffers gathered(model.layers());
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t l = 0; l < gathered.layer_count(); ++l) std::ranges::fill(gathered.layer(l), nan);
+  const auto gather = [&](std::size_t l) { std::ranges::copy(std::as_const(params).layer(l), gathered.layer(l).begin()); };
+  const auto release = [&](std::size_t l) { std::ranges::fill(gathered.layer(l), nan); };
+
+  std::vector<std::string> events;
+  const float loss = model.forward(gathered.const_pointers(), batch.view(), [&](std::size_t l) {
+    events.push_back("need " + std::to_string(l));
+    if (l > 0) release(l - 1);
+    gather(l);
+  });
+  release(model.layer_count() - 1);
+  CHECK(loss == expected_loss);
+  CHECK(events == std::vector<std::string>{"need 0", "need 1", "need 2", "need 3"});
+
+  events.clear();
+  model.backward(
+      gathered.const_pointers(), grads.pointers(),
+      [&](std::size_t l) {
+        events.push_back("grad " + std::to_string(l));
+        release(l);
+      },
+      [&](std::size_t l) {
+        events.push_back("need " + std::to_string(l));
+        gather(l);
+      });
+  CHECK(events == std::vector<std::string>{"need 3", "grad 3", "need 2", "grad 2", "need 1", "grad 1", "grad 0"});
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    CHECK(std::ranges::equal(grads.layer(l), reference_grads.layer(l)));
 }
 
 TEST_CASE("mean of equal micro-batch gradients is the global-batch gradient, for any split") {

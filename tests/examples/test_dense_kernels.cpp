@@ -33,38 +33,38 @@ TEST_CASE("tanh_approx is within 2e-7 of tanh everywhere") {
   CHECK(tanh_approx(-0.5f) == -tanh_approx(0.5f));
 }
 
+/// Runs `kernel` on random C[rows×cols] and checks C += Σ_t A(r, t)·B[t][c] in float64, where
+/// A(r, t) = a[r·a_row + t·a_red] (a_red = 1: A is row-major; a_row = 1: A is read transposed).
+template <class Kernel>
+void check_product(std::size_t rows, std::size_t depth, std::size_t cols, std::size_t a_row, std::size_t a_red,
+                   Kernel kernel) {
+  const std::vector<float> a = random_vector(rows * depth, 1);
+  const std::vector<float> b = random_vector(depth * cols, 2);
+  std::vector<float> c = random_vector(rows * cols, 3);
+  const std::vector<float> c0 = c;
+  kernel(a.data(), b.data(), c.data());
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j) {
+      double expected = c0[r * cols + j];
+      for (std::size_t t = 0; t < depth; ++t) expected += static_cast<double>(a[r * a_row + t * a_red]) * b[t * cols + j];
+      CHECK(c[r * cols + j] == doctest::Approx(expected).epsilon(1e-5));
+    }
+}
+
 TEST_CASE("gemm_accumulate: Y += X·W") {
-  for (const std::size_t rows : {1u, 4u, 7u}) {
-    constexpr std::size_t in = 6, out = 9;
-    const std::vector<float> x = random_vector(rows * in, 1);
-    const std::vector<float> w = random_vector(in * out, 2);
-    std::vector<float> y = random_vector(rows * out, 3);
-    const std::vector<float> y0 = y;
-    gemm_accumulate(x.data(), rows, in, w.data(), out, y.data());
-    for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t o = 0; o < out; ++o) {
-        double expected = y0[i * out + o];
-        for (std::size_t k = 0; k < in; ++k) expected += static_cast<double>(x[i * in + k]) * w[k * out + o];
-        CHECK(y[i * out + o] == doctest::Approx(expected).epsilon(1e-5));
-      }
-  }
+  constexpr std::size_t in = 6, out = 9;
+  for (const std::size_t rows : {1u, 4u, 7u})
+    check_product(rows, in, out, in, 1, [&](const float* x, const float* w, float* y) {
+      gemm_accumulate(x, rows, in, w, out, y);
+    });
 }
 
 TEST_CASE("gemm_at_b_accumulate: G += Xᵀ·D") {
-  for (const std::size_t in : {3u, 4u, 9u}) {
-    constexpr std::size_t rows = 5, out = 7;
-    const std::vector<float> x = random_vector(rows * in, 4);
-    const std::vector<float> d = random_vector(rows * out, 5);
-    std::vector<float> g = random_vector(in * out, 6);
-    const std::vector<float> g0 = g;
-    gemm_at_b_accumulate(x.data(), rows, in, d.data(), out, g.data());
-    for (std::size_t k = 0; k < in; ++k)
-      for (std::size_t o = 0; o < out; ++o) {
-        double expected = g0[k * out + o];
-        for (std::size_t i = 0; i < rows; ++i) expected += static_cast<double>(x[i * in + k]) * d[i * out + o];
-        CHECK(g[k * out + o] == doctest::Approx(expected).epsilon(1e-5));
-      }
-  }
+  constexpr std::size_t rows = 5, out = 7;
+  for (const std::size_t in : {3u, 4u, 9u})
+    check_product(in, rows, out, 1, in, [&](const float* x, const float* d, float* g) {
+      gemm_at_b_accumulate(x, rows, in, d, out, g);
+    });
 }
 
 TEST_CASE("transpose, broadcast_rows, sum_rows_accumulate") {
