@@ -26,6 +26,7 @@
 namespace amsp::optim {
 
 namespace detail {
+inline namespace AMSP_OPTIM_ISA {
 
 template <class G>
 [[nodiscard]] double sum_of_squares_range(const G* g, std::size_t n) {
@@ -87,7 +88,10 @@ template <class G>
   return true;
 }
 
+}  // namespace AMSP_OPTIM_ISA
 }  // namespace detail
+
+inline namespace AMSP_OPTIM_ISA {
 
 /// Sum of squares (in double) of a host gradient shard; NaN and Inf propagate. `threads` as in
 /// StepOptions (1 = the calling thread only).
@@ -109,5 +113,7 @@ template <grad_element G>
 [[nodiscard]] bool all_finite_host(std::span<const G> grads) {
   return detail::all_finite_range(grads.data(), grads.size());
 }
+
+}  // namespace AMSP_OPTIM_ISA
 
 }  // namespace amsp::optim

@@ -46,6 +46,8 @@ using AnyRule = std::variant<AdamW, Adam, SgdMomentum, Lion>;
   return std::visit([](auto& r) -> float& { return r.lr; }, rule);
 }
 
+inline namespace AMSP_OPTIM_ISA {
+
 /// update_host for a rule chosen at run time; `states` must hold state_count(rule) spans
 /// ("optim.state_count").
 template <element_type G, element_type P>
@@ -63,5 +65,7 @@ StepResult update_host(const AnyRule& rule, std::span<float> master, std::span<c
       },
       rule);
 }
+
+}  // namespace AMSP_OPTIM_ISA
 
 }  // namespace amsp::optim

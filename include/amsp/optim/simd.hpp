@@ -9,6 +9,10 @@
 //
 // Under nvcc the vector extensions are not used at all (V is plain float everywhere), so a
 // translation unit compiled by nvcc that includes the host loop still builds, one lane at a time.
+//
+// Everything whose code depends on that width lives in an inline namespace named after it
+// (AMSP_OPTIM_ISA), so two translation units built with different -march flags link without
+// one silently replacing the other's instantiations (an ODR violation otherwise).
 
 #include <bit>
 #include <cmath>
@@ -21,6 +25,20 @@
 
 #if !defined(__CUDACC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
+#endif
+
+#if defined(__CUDACC__)
+#define AMSP_OPTIM_ISA isa_nvcc_host
+#elif defined(__AVX512F__)
+#define AMSP_OPTIM_ISA isa_avx512
+#elif defined(__AVX__) && defined(__FMA__)
+#define AMSP_OPTIM_ISA isa_avx_fma
+#elif defined(__AVX__)
+#define AMSP_OPTIM_ISA isa_avx
+#elif defined(__SSE2__)
+#define AMSP_OPTIM_ISA isa_sse2
+#else
+#define AMSP_OPTIM_ISA isa_generic
 #endif
 
 namespace amsp::optim::detail {
@@ -39,6 +57,8 @@ namespace amsp::optim::detail {
 [[nodiscard]] AMSP_HOST_DEVICE AMSP_FORCE_INLINE float sign_of(float x) {
   return static_cast<float>(x > 0.0f) - static_cast<float>(x < 0.0f);
 }
+
+inline namespace AMSP_OPTIM_ISA {
 
 // ---- a SIMD register of floats on the host -----------------------------------------------------
 
@@ -122,4 +142,5 @@ AMSP_FORCE_INLINE void store_lanes(T* p, simd_float v) {
 #endif
 }
 
+}  // namespace AMSP_OPTIM_ISA
 }  // namespace amsp::optim::detail

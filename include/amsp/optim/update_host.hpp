@@ -26,6 +26,7 @@
 namespace amsp::optim {
 
 namespace detail {
+inline namespace AMSP_OPTIM_ISA {
 
 /// The per-element body over [begin, end): SIMD registers first, then single lanes.
 template <update_rule R, bool WriteParams, class G, class P>
@@ -53,23 +54,10 @@ void update_range(const typename R::Coefficients& c, float* master, const std::a
   }
 }
 
-/// Checks the sizes and options shared by the host and CUDA entry points.
-template <update_rule R>
-void check_step_inputs(const R& rule, const ShardState<R>& shard, std::size_t grads, std::size_t params,
-                       const StepOptions& opt) {
-  rule.validate();
-  const std::size_t n = shard.master.size();
-  for (std::size_t k = 0; k < shard.states.size(); ++k)
-    check(shard.states[k].size() == n, "optim.size_mismatch", R::name, " state ", k, " holds ",
-          shard.states[k].size(), " elements but the master shard holds ", n);
-  check(grads == n, "optim.size_mismatch", "gradient shard holds ", grads, " elements but the master shard holds ",
-        n);
-  check(params == 0 || params == n, "optim.size_mismatch", "parameter output holds ", params,
-        " elements but must be empty or hold ", n);
-  check(finite(opt.grad_scale), "optim.grad_scale", "grad_scale is ", opt.grad_scale, " but must be finite");
-}
-
+}  // namespace AMSP_OPTIM_ISA
 }  // namespace detail
+
+inline namespace AMSP_OPTIM_ISA {
 
 /// One fused update of a host shard with rule R. grads: G = float or bf16; params_out: P = float
 /// or bf16, written with the new master values rounded to nearest even, or empty to skip writing.
@@ -105,5 +93,7 @@ StepResult update_host(const R& rule, const ShardState<R>& shard, std::span<cons
   });
   return StepResult{nonfinite.load(std::memory_order_relaxed)};
 }
+
+}  // namespace AMSP_OPTIM_ISA
 
 }  // namespace amsp::optim

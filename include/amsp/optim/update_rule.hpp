@@ -12,6 +12,7 @@
 // - Non-finite gradients: the finite test looks at the stored gradients (before scaling).
 
 #include <array>
+#include <cstddef>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -90,6 +91,23 @@ inline bool finite(float x) { return x - x == 0.0f; }
 inline void check_step(std::int64_t step) {
   check(step >= 1, "optim.step", "step is ", step, " but steps are counted from 1");
 }
+
+/// Checks the sizes and options shared by the host and CUDA entry points.
+template <update_rule R>
+void check_step_inputs(const R& rule, const ShardState<R>& shard, std::size_t grads, std::size_t params,
+                       const StepOptions& opt) {
+  rule.validate();
+  const std::size_t n = shard.master.size();
+  for (std::size_t k = 0; k < shard.states.size(); ++k)
+    check(shard.states[k].size() == n, "optim.size_mismatch", R::name, " state ", k, " holds ",
+          shard.states[k].size(), " elements but the master shard holds ", n);
+  check(grads == n, "optim.size_mismatch", "gradient shard holds ", grads, " elements but the master shard holds ",
+        n);
+  check(params == 0 || params == n, "optim.size_mismatch", "parameter output holds ", params,
+        " elements but must be empty or hold ", n);
+  check(finite(opt.grad_scale), "optim.grad_scale", "grad_scale is ", opt.grad_scale, " but must be finite");
+}
+
 }  // namespace detail
 
 }  // namespace amsp::optim
