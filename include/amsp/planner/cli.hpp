@@ -245,26 +245,23 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
   j["plan"] = to_string(e.plan);
   j["fits"] = e.fits;
   j["memory_bytes"] = static_cast<std::int64_t>(std::ceil(e.memory.total()));
-  Json& mem = j["memory"];
-  mem["params"] = e.memory.params;
-  mem["grads"] = e.memory.grads;
-  mem["optimizer_states"] = e.memory.optimizer_states;
-  mem["activations"] = e.memory.activations;
-  mem["buffers"] = e.memory.buffers;
-  mem["reserved"] = e.memory.reserved;
-  Json& comm = j["comm_seconds"];
-  comm = Json::object();
-  for (const TermCost& t : e.terms) comm[t.name] = t.seconds;
-  Json& bytes = j["comm_bytes_per_rank"];
-  bytes = Json::object();
-  for (const TermCost& t : e.terms) bytes[t.name] = t.bytes_per_rank;
-  j["comm_total_seconds"] = e.comm_seconds;
-  j["compute_seconds"] = e.step.compute;
-  j["update_seconds"] = e.step.update;
-  j["step_seconds"] = e.step.overlapped;
-  j["step_seconds_no_overlap"] = e.step.serial;
-  j["mfu"] = e.step.mfu;
-  j["mfu_no_overlap"] = e.step.mfu_serial;
+  const MemoryBreakdown& m = e.memory;
+  for (const auto& [key, bytes] : {std::pair{"params", m.params}, {"grads", m.grads},
+                                   {"optimizer_states", m.optimizer_states}, {"activations", m.activations},
+                                   {"buffers", m.buffers}, {"reserved", m.reserved}})
+    j["memory"][key] = bytes;
+  const auto by_term = [&](double TermCost::*field) {
+    Json object = Json::object();
+    for (const TermCost& t : e.terms) object[t.name] = t.*field;
+    return object;
+  };
+  j["comm_seconds"] = by_term(&TermCost::seconds);
+  j["comm_bytes_per_rank"] = by_term(&TermCost::bytes_per_rank);
+  for (const auto& [key, value] :
+       {std::pair{"comm_total_seconds", e.comm_seconds}, {"compute_seconds", e.step.compute},
+        {"update_seconds", e.step.update}, {"step_seconds", e.step.overlapped},
+        {"step_seconds_no_overlap", e.step.serial}, {"mfu", e.step.mfu}, {"mfu_no_overlap", e.step.mfu_serial}})
+    j[key] = value;
   return j;
 }
 

@@ -106,34 +106,33 @@ inline void validate(const ModelSpec& m) {
          "': expected llama-7b, llama-13b, llama-30b, llama-65b or h=..,layers=..,heads=..,ffn=..,vocab=..");
   }
   ModelSpec m{std::string(text), 0, 0, 0, 0, 0};
-  constexpr std::string_view keys[] = {"h", "layers", "heads", "ffn", "vocab"};
-  bool seen[5] = {};
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
+  struct Field {
+    std::string_view key;
+    bool seen = false;
+    int value = 0;
+  };
+  Field fields[] = {{"h"}, {"layers"}, {"heads"}, {"ffn"}, {"vocab"}};
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    start = end + 1;
     const std::size_t eq = item.find('=');
     check(eq != std::string_view::npos, "planner.model", "model '", text, "': item '", item, "' must read key=value");
-    const std::string_view key = item.substr(0, eq);
-    int index = -1;
-    for (int i = 0; i < 5; ++i)
-      if (key == keys[i]) index = i;
-    check(index >= 0, "planner.model", "model '", text, "': unknown key '", key,
+    Field* field = nullptr;
+    for (Field& f : fields)
+      if (f.key == item.substr(0, eq)) field = &f;
+    check(field != nullptr, "planner.model", "model '", text, "': unknown key '", item.substr(0, eq),
           "' (expected h, layers, heads, ffn, vocab)");
-    check(!seen[index], "planner.model", "model '", text, "': key '", key, "' appears twice");
-    seen[index] = true;
-    const int value = detail::parse_positive_int(item.substr(eq + 1), "planner.model", key);
-    switch (index) {
-      case 0: m.hidden = value; break;
-      case 1: m.layers = value; break;
-      case 2: m.heads = value; break;
-      case 3: m.ffn = value; break;
-      default: m.vocab = value; break;
-    }
-    start = comma + 1;
+    check(!field->seen, "planner.model", "model '", text, "': key '", field->key, "' appears twice");
+    field->seen = true;
+    field->value = detail::parse_positive_int(item.substr(eq + 1), "planner.model", field->key);
   }
-  for (int i = 0; i < 5; ++i)
-    check(seen[i], "planner.model", "model '", text, "' lacks '", keys[i], "='");
+  for (const Field& f : fields) check(f.seen, "planner.model", "model '", text, "' lacks '", f.key, "='");
+  m.hidden = fields[0].value;
+  m.layers = fields[1].value;
+  m.heads = fields[2].value;
+  m.ffn = fields[3].value;
+  m.vocab = fields[4].value;
   validate(m);
   return m;
 }
