@@ -15,10 +15,17 @@ namespace amsp_test {
 inline constexpr std::array<int, 4> ranks_per_node_sweep{1, 2, 4, 8};
 inline constexpr std::array<int, 6> nodes_sweep{1, 2, 3, 4, 8, 16};
 
+/// Beyond the sweep: meshes whose divisors do not form chains (2 and 3 both divide 6 and 12), the
+/// only ones where plan.nesting rejects plans the paper's rules admit and where a G shard splits
+/// a P shard in three.
+inline constexpr std::array<std::array<int, 2>, 4> non_chain_meshes{{{6, 1}, {6, 2}, {4, 12}, {1, 6}}};
+
+/// Calls f(mesh) for every mesh of the sweep, then for the non-chain meshes.
 template <class F>
 void for_each_mesh(F&& f) {
   for (int r : ranks_per_node_sweep)
     for (int n : nodes_sweep) f(amsp::Mesh(r, n));
+  for (const auto& [r, n] : non_chain_meshes) f(amsp::Mesh(r, n));
 }
 
 /// The amsp::error `f` throws, or nullopt when it returns.

@@ -157,7 +157,7 @@ TEST_CASE("every group set of every valid plan on every sweep mesh") {
       ++plans_checked;
     }
   });
-  CHECK(plans_checked > 700);  // 784 valid plans over the sweep
+  CHECK(plans_checked > 700);  // 784 valid plans on the sweep alone
 }
 
 TEST_CASE("a worked example: p=2x1, g=4x1, os=8x2 on 8x2") {

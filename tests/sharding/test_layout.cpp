@@ -121,7 +121,7 @@ TEST_CASE("shard ranges tile every flat buffer exactly once per group, nested P 
       ++checked;
     }
   });
-  CHECK(checked > 700);  // 784 valid plans over the sweep
+  CHECK(checked > 700);  // 784 valid plans on the sweep alone
 }
 
 TEST_CASE("even_shard and ShardRange") {
