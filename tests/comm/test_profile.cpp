@@ -1,0 +1,62 @@
+// The bandwidth-profile writer: group shapes of a mesh, the measured entries, and the JSON
+// document the planner reads (format amsp-bandwidth-profile/1).
+#include <doctest/doctest.h>
+
+#include "bandwidth_profile.hpp"
+#include "threads_harness.hpp"
+
+using namespace amsp;
+
+TEST_CASE("profile: the group shapes of a mesh are its aligned blocks") {
+  const auto shapes = profile::group_shapes(Mesh(4, 2));
+  REQUIRE(shapes.size() == 3);
+  CHECK(shapes[0] == Factor{2, 1});
+  CHECK(shapes[1] == Factor{4, 1});
+  CHECK(shapes[2] == Factor{4, 2});
+  CHECK(profile::group_shapes(Mesh(1, 1)).empty());
+  CHECK(profile::iterations_for(std::uint64_t{1} << 30) == 2);
+  CHECK(profile::iterations_for(4096) == 200);
+}
+
+TEST_CASE("profile: measured entries and their JSON document") {
+  const Mesh mesh(2, 2);
+  const std::vector<comm::op_kind> ops{comm::op_kind::all_gather, comm::op_kind::reduce_scatter,
+                                       comm::op_kind::all_reduce, comm::op_kind::broadcast};
+  std::vector<profile::Entry> entries;
+  comm::run_on_threads(4, [&](comm::ThreadsCommunicator& world) {
+    auto mine = profile::measure(world, mesh, ops, profile::group_shapes(mesh), {4096, 1000});
+    if (world.rank() == 0) entries = std::move(mine);
+  });
+  REQUIRE(entries.size() == 2 * 4 * 2);
+  CHECK(entries[0].group == Factor{2, 1});
+  CHECK(entries[0].op == comm::op_kind::all_gather);
+  CHECK(entries[0].bytes == 4096);
+  CHECK(entries[1].bytes == 1000 / 8 * 8);  // whole fp32 elements per rank of a 2-rank group
+  CHECK(entries.back().group == Factor{2, 2});
+  CHECK(entries.back().bytes == 1000 / 16 * 16);
+  for (const auto& e : entries) CHECK(e.seconds > 0);
+
+  const Json doc = parse_json(to_json_string(profile::to_json(entries, "threads", mesh, "box")));
+  CHECK(doc.at("format").as_string() == "amsp-bandwidth-profile/1");
+  CHECK(doc.at("backend").as_string() == "threads");
+  CHECK(doc.at("mesh").as_string() == "2x2");
+  CHECK(doc.at("host").as_string() == "box");
+  const auto& list = doc.at("entries").as_array();
+  REQUIRE(list.size() == entries.size());
+  const Json& rs = list[2];  // reduce_scatter, 2x1, 4096 bytes
+  CHECK(rs.at("op").as_string() == "reduce_scatter");
+  CHECK(rs.at("group").as_string() == "2x1");
+  CHECK(rs.at("bytes").as_int() == 4096);
+  const double seconds = rs.at("seconds").as_number();
+  CHECK(rs.at("algbw_gbps").as_number() == doctest::Approx(4096 / seconds / 1e9));
+  CHECK(rs.at("busbw_gbps").as_number() == doctest::Approx(4096 / seconds / 1e9 * 0.5));
+  CHECK(list[4].at("op").as_string() == "all_reduce");
+  CHECK(list[4].at("busbw_gbps").as_number() == doctest::Approx(list[4].at("algbw_gbps").as_number()));  // 2(n-1)/n = 1
+
+  std::string rule;
+  comm::run_on_threads(4, [&](comm::ThreadsCommunicator& world) {
+    const std::string r = test::rule_thrown([&] { (void)profile::measure(world, mesh, ops, {Factor{2, 2}}, {8}); });
+    if (world.rank() == 0) rule = r;
+  });
+  CHECK(rule == "profile.size");
+}
