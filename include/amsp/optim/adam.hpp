@@ -72,17 +72,21 @@ AMSP_HOST_DEVICE AMSP_FORCE_INLINE void adam_apply(const AdamCoefficients& c, V&
 }
 }  // namespace detail
 
-/// AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), PyTorch's AdamW.
-struct AdamW {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
-  static constexpr int state_count = 2;  // m, v
-  static constexpr std::string_view name = "adamw";
+/// The Adam family, one template for both members: Decoupled = true is AdamW (decoupled weight
+/// decay, Loshchilov & Hutter; PyTorch's AdamW), false is Adam with L2 regularisation (PyTorch's
+/// Adam). Use the aliases AdamW and Adam; both are aggregates: AdamW{.lr = 3e-4f}.
+template <bool Decoupled>
+struct AdamRule {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = Decoupled ? 0.01f : 0.0f;  // PyTorch's defaults
+  static constexpr int state_count = 2;           // m, v
+  static constexpr std::string_view name = Decoupled ? "adamw" : "adam";
   using Coefficients = detail::AdamCoefficients;
 
   void validate() const { detail::validate_adam(*this); }
   [[nodiscard]] Coefficients coefficients(std::int64_t step) const {
-    return detail::adam_coefficients(lr, beta1, beta2, eps,
-                                     1.0 - static_cast<double>(lr) * static_cast<double>(weight_decay), 0.0f, step);
+    const double decay = Decoupled ? 1.0 - static_cast<double>(lr) * static_cast<double>(weight_decay) : 1.0;
+    return detail::adam_coefficients(lr, beta1, beta2, eps, decay, Decoupled ? 0.0f : weight_decay, step);
   }
   template <class V>
   AMSP_HOST_DEVICE AMSP_FORCE_INLINE static void apply(const Coefficients& c, V& p, V g, V (&s)[2]) {
@@ -90,21 +94,9 @@ struct AdamW {
   }
 };
 
-/// Adam with L2 regularisation: weight_decay * p is added to the (scaled) gradient, PyTorch's Adam.
-struct Adam {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
-  static constexpr int state_count = 2;  // m, v
-  static constexpr std::string_view name = "adam";
-  using Coefficients = detail::AdamCoefficients;
-
-  void validate() const { detail::validate_adam(*this); }
-  [[nodiscard]] Coefficients coefficients(std::int64_t step) const {
-    return detail::adam_coefficients(lr, beta1, beta2, eps, 1.0, weight_decay, step);
-  }
-  template <class V>
-  AMSP_HOST_DEVICE AMSP_FORCE_INLINE static void apply(const Coefficients& c, V& p, V g, V (&s)[2]) {
-    detail::adam_apply(c, p, g, s);
-  }
-};
+/// AdamW: decoupled weight decay, p *= 1 - lr * weight_decay before the Adam step.
+using AdamW = AdamRule<true>;
+/// Adam with L2 regularisation: weight_decay * p is added to the scaled gradient.
+using Adam = AdamRule<false>;
 
 }  // namespace amsp::optim
