@@ -22,14 +22,15 @@ struct JobConfig {
 /// Final full parameters, one vector per tensor in model order.
 using Params = std::vector<std::vector<float>>;
 
-/// Runs the job on this rank; returns the final full parameters it sees.
-template <class Comm, class Rule>
+/// Runs the job on this rank with parameters and gradients in `ParamT`; returns the final full
+/// parameters it sees, widened to float.
+template <class Comm, class Rule, class ParamT = float>
 Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job,
                MemoryReport* memory = nullptr) {
   EngineOptions options;
   options.os_layout = job.os_layout;
   options.max_grad_norm = job.max_grad_norm;
-  ShardedOptimizer<Comm, Rule> opt(comm, mesh, plan, rule, odd_model(), options);
+  ShardedOptimizer<Comm, Rule, ParamT> opt(comm, mesh, plan, rule, odd_model(), options);
   std::size_t t = 0;
   for (int b = 0; b < opt.bucket_count(); ++b)
     for (const TensorSlot& slot : opt.layout(b).slots()) {
@@ -43,12 +44,12 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
       opt.start_micro_batch(m == job.micro_batches - 1);
       std::size_t tensor = 0;
       for (int b = 0; b < opt.bucket_count(); ++b) {
-        const std::span<const float> full = opt.gather(b);
-        const std::span<float> grads = opt.grad_buffer(b);
+        const std::span<const ParamT> full = opt.gather(b);
+        const std::span<ParamT> grads = opt.grad_buffer(b);
         for (const TensorSlot& slot : opt.layout(b).slots()) {
           for (std::size_t i = 0; i < slot.numel; ++i)
-            grads[slot.offset + i] = static_cast<float>(
-                gradient(job.seed, step, m, comm.rank(), tensor, i, full[slot.offset + i]));
+            grads[slot.offset + i] = from_float<ParamT>(static_cast<float>(
+                gradient(job.seed, step, m, comm.rank(), tensor, i, to_float(full[slot.offset + i]))));
           ++tensor;
         }
         opt.release(b);
@@ -59,10 +60,12 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   }
   Params out;
   for (int b = 0; b < opt.bucket_count(); ++b) {
-    const std::span<const float> full = opt.gather(b);
-    for (const TensorSlot& slot : opt.layout(b).slots())
-      out.emplace_back(full.begin() + static_cast<std::ptrdiff_t>(slot.offset),
-                       full.begin() + static_cast<std::ptrdiff_t>(slot.offset + slot.numel));
+    const std::span<const ParamT> full = opt.gather(b);
+    for (const TensorSlot& slot : opt.layout(b).slots()) {
+      std::vector<float> values(slot.numel);
+      for (std::size_t i = 0; i < slot.numel; ++i) values[i] = to_float(full[slot.offset + i]);
+      out.push_back(std::move(values));
+    }
     opt.release(b);
   }
   if (memory != nullptr) *memory = opt.memory();

@@ -17,11 +17,12 @@ namespace {
 using amsp::test::JobConfig;
 using amsp::test::Params;
 
-template <class Rule>
+template <class Rule, class ParamT = float>
 Params run_threads(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, const JobConfig& job) {
   std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
   amsp::comm::run_on_threads(mesh.world_size(), [&](amsp::comm::ThreadsCommunicator& comm) {
-    per_rank[static_cast<std::size_t>(comm.rank())] = amsp::test::run_job(comm, mesh, plan, rule, job);
+    per_rank[static_cast<std::size_t>(comm.rank())] =
+        amsp::test::run_job<amsp::comm::ThreadsCommunicator, Rule, ParamT>(comm, mesh, plan, rule, job);
   });
   for (const Params& p : per_rank) REQUIRE(p == per_rank.front());  // every rank sees the same parameters
   return per_rank.front();
@@ -49,6 +50,21 @@ double max_relative_error(const A& got, const B& want) {
       scale = std::max(scale, std::abs(double(want[t][i])));
     }
     worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+/// Per tensor, max |a - b| in units of one bf16 ulp at the tensor's largest magnitude
+/// (ulp(x) = 2^(floor(log2 x) - 7): bf16 keeps 7 fraction bits); worst over tensors.
+double max_error_in_bf16_ulps(const Params& got, const Params& want) {
+  double worst = 0.0;
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    double err = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < want[t].size(); ++i) {
+      err = std::max(err, std::abs(double(got[t][i]) - double(want[t][i])));
+      scale = std::max(scale, std::abs(double(want[t][i])));
+    }
+    worst = std::max(worst, err / std::ldexp(1.0, std::ilogb(scale) - 7));
   }
   return worst;
 }
@@ -143,4 +159,24 @@ TEST_CASE("DDP matches a float64 statement of AdamW and SGD") {
       const Params got_sgd = run_threads(mesh, amsp::preset("ddp", mesh), amsp::optim::SgdMomentum{.lr = 1e-2f}, job);
       CHECK(max_relative_error(got_sgd, want_sgd) <= 1e-6);
     }
+}
+
+TEST_CASE("bf16 parameters and gradients: every plan within one bf16 ulp of DDP") {
+  // One micro-batch: gradients are rounded to bf16 once, by the user, identically in every plan;
+  // plans differ only in the fp32 summation order, and the bf16 parameters they write agree to
+  // one bf16 ulp at the tensor's largest magnitude. With M > 1 the bf16 G store
+  // rounds each partial sum, which is the plan's own precision choice, not a parity question.
+  const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
+  for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2), amsp::Mesh(8, 1)}) {
+    JobConfig job;
+    job.max_grad_norm = 0.05f;
+    const Params ddp = run_threads<amsp::optim::AdamW, amsp::bf16>(mesh, amsp::preset("ddp", mesh), rule, job);
+    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh)) {
+      CAPTURE(amsp::to_string(mesh));
+      CAPTURE(amsp::to_string(plan));
+      const Params got = run_threads<amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job);
+      CHECK(max_error_in_bf16_ulps(got, ddp) <= 1.0);
+      CHECK(bitwise_equal(got, run_threads<amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)));
+    }
+  }
 }
