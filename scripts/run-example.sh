@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 
 build=build/default
 cmake --preset default >/dev/null
-if ninja -C "$build" -t targets all | grep -q '^amsp_train:'; then
-  target=amsp_train exe=amsp-train default_args=()
+targets=$(ninja -C "$build" -t targets all)
+if grep -qE '^(amsp_train|amsp-train):' <<<"$targets"; then
+  target=$(grep -oE '^(amsp_train|amsp-train):' <<<"$targets" | head -n 1 | tr -d :)
+  exe=amsp-train default_args=()
 else
   target=amsp_plan exe=amsp-plan default_args=(--model llama-7b --mesh 8x128 --top 5)
 fi
