@@ -187,4 +187,15 @@ template <class Comm>
 
 inline const std::vector<dtype> all_dtypes{dtype::fp32, dtype::fp64, dtype::bf16, dtype::fp16};
 
+/// The rule of the amsp::error `f()` throws, or "" when it throws nothing.
+template <class F>
+[[nodiscard]] std::string rule_thrown(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.rule();
+  }
+  return {};
+}
+
 }  // namespace amsp::test

@@ -8,25 +8,15 @@
 #include "amsp/comm/mpi.hpp"
 #include "amsp/sharding/groups.hpp"
 #include "collective_checks.hpp"
+#include "report.hpp"
 
 namespace {
 using namespace amsp;
 using comm::MpiCommunicator;
 
-void require_none(const std::vector<std::string>& failures) {
-  for (std::size_t i = 0; i < failures.size() && i < 10; ++i) FAIL_CHECK(failures[i]);
-  CHECK(failures.empty());
-}
+using test::require_none;
 
-template <class F>
-std::string rule_thrown(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.rule();
-  }
-  return {};
-}
+using test::rule_thrown;
 
 // The world as a mesh: two nodes when the size is even (4x2 for 8 ranks), one node otherwise.
 Mesh world_mesh(int size) { return size % 2 == 0 ? Mesh(size / 2, 2) : Mesh(size, 1); }

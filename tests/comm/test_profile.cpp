@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "bandwidth_profile.hpp"
+#include "collective_checks.hpp"
 #include "threads_harness.hpp"
 
 using namespace amsp;

@@ -7,16 +7,14 @@
 
 #include "amsp/sharding/groups.hpp"
 #include "collective_checks.hpp"
+#include "report.hpp"
 #include "threads_harness.hpp"
 
 namespace {
 using namespace amsp;
 using amsp::comm::ThreadsCommunicator;
 
-void require_none(const std::vector<std::string>& failures) {
-  for (std::size_t i = 0; i < failures.size() && i < 10; ++i) FAIL_CHECK(failures[i]);
-  CHECK(failures.empty());
-}
+using test::require_none;
 
 // The group sets the engine splits on, for one plan.
 std::vector<std::pair<std::string, GroupSet>> group_sets(const PlanGroups& pg) {

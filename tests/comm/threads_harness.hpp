@@ -24,15 +24,4 @@ template <class Body>
   return all;
 }
 
-/// The rule of the amsp::error `f()` throws, or "" when it throws nothing.
-template <class F>
-[[nodiscard]] std::string rule_thrown(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.rule();
-  }
-  return {};
-}
-
 }  // namespace amsp::test

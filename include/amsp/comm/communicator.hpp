@@ -17,9 +17,10 @@
 // element type, reduce op and root; backends detect a mismatch where they can (rule
 // comm.count_mismatch and friends) instead of hanging.
 //
-// Asynchronous forms (`*_async`) return an amsp::comm::Handle. Operations of one communicator run
-// in the order they were issued (like a NCCL stream); several may be outstanding and their handles
-// may be waited in any order. A blocking call first completes the outstanding ones.
+// Asynchronous forms (`*_async`) return an amsp::comm::Handle. Every rank issues the same
+// operations in the same order; several may be outstanding and their handles may be waited in any
+// order. Only wait()/test() on its handle guarantee that an operation's buffers are ready (the
+// threads and NCCL backends also complete earlier operations before a blocking call; MPI does not).
 //
 // Numerics: reductions combine ranks in rank order (fixed, so results are reproducible where the
 // backend allows it); bf16 and fp16 accumulate in fp32 and round once to the element type.
