@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -156,4 +158,30 @@ TEST_CASE("cli: no plan fits -> status 1 and a message") {
   const Run r = run({"--model", "65b", "--mesh", "8x1", "--gpu-memory", "20"});
   CHECK(r.status == 1);
   CHECK(r.out.find("no valid plan fits") != std::string::npos);
+}
+
+TEST_CASE("cli: a profile times the shapes it has; the others are marked analytic") {
+  const std::string path = "test_cli_profile.json";
+  {
+    std::ofstream out(path);
+    out << R"({"format": "amsp-bandwidth-profile/1", "entries": [
+      {"op": "reduce_scatter", "group": "4x1", "bytes": 1000, "seconds": 1e-6},
+      {"op": "reduce_scatter", "group": "4x1", "bytes": 1000000000, "seconds": 1.0},
+      {"op": "all_gather", "group": "4x1", "bytes": 1000, "seconds": 1e-6},
+      {"op": "all_gather", "group": "4x1", "bytes": 1000000000, "seconds": 1.0}]})";
+  }
+  // amsp-7b on 4 x 2: RS and AG inside the node (profiled), AllReduce across nodes (analytic)
+  const Run r = run({"--model", "h=256,layers=2,heads=4,ffn=512,vocab=1000", "--mesh", "4x2", "--profile", path,
+                     "--evaluate", "amsp-7b", "--json"});
+  std::remove(path.c_str());
+  REQUIRE(r.status == 0);
+  const Json e = parse_json(r.out).as_array().at(0);
+  CHECK(e.at("comm_measured").at("grad_reduce_os").as_bool());
+  CHECK(e.at("comm_measured").at("param_spread").as_bool());
+  CHECK(!e.at("comm_measured").at("grad_replicas").as_bool());
+  // 1 GB/s from the profile: a unit's buffer of 2Φ_i bytes takes 2Φ_i ns, except the 512-byte final
+  // norm, below the smallest measured size, which takes that size's 1 µs. Units: embedding and head
+  // 512000 bytes each, two layers of 1311744 bytes.
+  CHECK(e.at("comm_seconds").at("grad_reduce_os").as_number() ==
+        doctest::Approx((2 * 512000.0 + 2 * 1311744.0) / 1e9 + 1e-6));
 }

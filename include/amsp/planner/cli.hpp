@@ -257,6 +257,9 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
   };
   j["comm_seconds"] = by_term(&TermCost::seconds);
   j["comm_bytes_per_rank"] = by_term(&TermCost::bytes_per_rank);
+  Json& measured = j["comm_measured"];
+  measured = Json::object();
+  for (const TermCost& t : e.terms) measured[t.name] = t.measured;
   for (const auto& [key, value] :
        {std::pair{"comm_total_seconds", e.comm_seconds}, {"compute_seconds", e.step.compute},
         {"update_seconds", e.step.update}, {"step_seconds", e.step.overlapped},
@@ -327,11 +330,12 @@ inline void print_evaluation(std::ostream& out, const Evaluation& e, const Plann
                     {"reserved", fixed(m.reserved / 1e9, 2)},
                     {"total", fixed(m.total() / 1e9, 2)}});
   out << '\n';
-  std::vector<std::vector<std::string>> rows{{"communication term", "overlaps", "groups", "GB sent per GPU", "seconds"}};
+  std::vector<std::vector<std::string>> rows{
+      {"communication term", "overlaps", "groups", "GB sent per GPU", "seconds", "timed by"}};
   for (const TermCost& t : e.terms)
     rows.push_back({t.name, std::string(name_of(t.window)), t.intra_node ? "intra-node" : "inter-node",
-                    fixed(t.bytes_per_rank / 1e9, 3), fixed(t.seconds, 4)});
-  rows.push_back({"total", "", "", "", fixed(e.comm_seconds, 4)});
+                    fixed(t.bytes_per_rank / 1e9, 3), fixed(t.seconds, 4), t.measured ? "profile" : "analytic model"});
+  rows.push_back({"total", "", "", "", fixed(e.comm_seconds, 4), ""});
   print_table(out, rows);
   out << '\n';
   print_table(out, {{"step", "seconds"},

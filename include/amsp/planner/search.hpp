@@ -48,6 +48,7 @@ struct TermCost {
   double seconds = 0;
   double bytes_per_rank = 0;
   bool intra_node = true;
+  bool measured = false;  ///< every call of the term timed from the bandwidth profile
 };
 
 struct Evaluation {
@@ -74,7 +75,10 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   std::vector<double> seconds;
   for (const CommTerm& t : terms) {
     seconds.push_back(t.seconds(in.cluster));
-    e.terms.push_back({t.name, t.window, seconds.back(), t.bytes_per_rank(), t.intra_node()});
+    const bool measured = std::all_of(t.calls.begin(), t.calls.end(), [&](const CollectiveCall& c) {
+      return in.cluster.measured(c.op, c.group);
+    });
+    e.terms.push_back({t.name, t.window, seconds.back(), t.bytes_per_rank(), t.intra_node(), measured});
     e.comm_seconds += seconds.back();
   }
   e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds);
