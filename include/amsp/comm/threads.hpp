@@ -274,19 +274,25 @@ private:
     const std::size_t count = mine.count;
     T* const recv = static_cast<T*>(mine.recv);
     std::vector<const T*> inputs(n);
+    // Collectives on buffers far beyond the caches write with non-temporal stores. S is the full
+    // buffer: n*count elements for all_gather and reduce_scatter, count for the others.
+    const std::size_t full = (mine.op == detail::ThreadsOp::all_gather || mine.op == detail::ThreadsOp::reduce_scatter)
+                                 ? n * count
+                                 : count;
+    const bool streaming = full * sizeof(T) >= detail::streaming_threshold;
     switch (mine.op) {
       case detail::ThreadsOp::all_gather:
         // Start at the own block and walk the ring, so that ranks read different peers at once.
         for (std::size_t step = 0; step < n; ++step) {
           const std::size_t j = (static_cast<std::size_t>(rank) + step) % n;
-          detail::copy_bytes(recv + j * count, peer(j).send, count * sizeof(T));
+          detail::copy_bytes(recv + j * count, peer(j).send, count * sizeof(T), streaming);
         }
         return;
       case detail::ThreadsOp::reduce_scatter: {
         for (std::size_t j = 0; j < n; ++j)
           inputs[j] = static_cast<const T*>(peer(j).send) + static_cast<std::size_t>(rank) * count;
         T* const outputs[1] = {recv};
-        detail::reduce_into(outputs, 1, inputs.data(), g.size, count, mine.reduction);
+        detail::reduce_into(outputs, 1, inputs.data(), g.size, count, mine.reduction, streaming);
         return;
       }
       case detail::ThreadsOp::all_reduce:
@@ -299,11 +305,11 @@ private:
         if (mine.op == detail::ThreadsOp::reduce) outputs.push_back(static_cast<T*>(peer(static_cast<std::size_t>(mine.root)).recv) + begin);
         else for (std::size_t k = 0; k < n; ++k) outputs.push_back(static_cast<T*>(peer(k).recv) + begin);
         detail::reduce_into(outputs.data(), static_cast<int>(outputs.size()), inputs.data(), g.size, length,
-                            mine.reduction);
+                            mine.reduction, streaming);
         return;
       }
       case detail::ThreadsOp::broadcast:
-        detail::copy_bytes(recv, peer(static_cast<std::size_t>(mine.root)).send, count * sizeof(T));
+        detail::copy_bytes(recv, peer(static_cast<std::size_t>(mine.root)).send, count * sizeof(T), streaming);
         return;
       case detail::ThreadsOp::barrier:
       case detail::ThreadsOp::split: return;
