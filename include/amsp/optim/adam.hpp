@@ -10,7 +10,7 @@
 //
 // Implemented as p -= step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) with
 // step_size = lr / (1 - beta1^t), which is PyTorch's own factorisation. The two rules share one
-// element-wise function: AdamW runs it with l2 = 0 and Adam with decay = 1, both exact no-ops.
+// element-wise function, with the weight-decay term chosen at compile time.
 
 #include <cmath>
 #include <cstdint>
@@ -61,10 +61,12 @@ inline AdamCoefficients adam_coefficients(float lr, float beta1, float beta2, fl
 }
 
 /// The Adam-family element-wise rule; s[0] = m (first moment), s[1] = v (second moment).
-template <class V>
+/// Decoupled selects which of the two weight-decay terms exists at all (the other would be an
+/// exact no-op, but still an instruction per element).
+template <bool Decoupled, class V>
 AMSP_HOST_DEVICE AMSP_FORCE_INLINE void adam_apply(const AdamCoefficients& c, V& p, V g, V (&s)[2]) {
-  g = g + c.l2 * p;
-  p = p * c.decay;
+  if constexpr (Decoupled) p = p * c.decay;
+  else g = g + c.l2 * p;
   s[0] = c.beta1 * s[0] + c.one_minus_beta1 * g;
   s[1] = c.beta2 * s[1] + c.one_minus_beta2 * (g * g);
   const V denom = sqrt_of(s[1]) * c.inv_sqrt_bc2 + c.eps;
@@ -90,7 +92,7 @@ struct AdamRule {
   }
   template <class V>
   AMSP_HOST_DEVICE AMSP_FORCE_INLINE static void apply(const Coefficients& c, V& p, V g, V (&s)[2]) {
-    detail::adam_apply(c, p, g, s);
+    detail::adam_apply<Decoupled>(c, p, g, s);
   }
 };
 

@@ -135,8 +135,15 @@ AMSP_FORCE_INLINE void store_lanes(T* p, simd_float v) {
     static_assert(std::is_same_v<T, bf16>, "amsp: host loops write float or bf16 lanes");
     const simd_u32 u = std::bit_cast<simd_u32>(v);
     simd_u32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    rounded = (u & 0x7fffffffu) > 0x7f800000u ? simd_u32{} + 0x7fffu : rounded;
+    rounded = v != v ? simd_u32{} + 0x7fffu : rounded;  // NaN: canonical quiet NaN
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    // Every lane is <= 0xffff, so the saturating pack is an exact narrowing, without the lane
+    // permute the generic conversion needs.
+    const __m256i wide = std::bit_cast<__m256i>(rounded);
+    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+#else
     const simd_u16 h = __builtin_convertvector(rounded, simd_u16);
+#endif
     std::memcpy(p, &h, sizeof h);
   }
 #endif

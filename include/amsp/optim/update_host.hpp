@@ -30,9 +30,15 @@ inline namespace AMSP_OPTIM_ISA {
 
 /// The per-element body over [begin, end): SIMD registers first, then single lanes.
 template <update_rule R, bool WriteParams, class G, class P>
-void update_range(const typename R::Coefficients& c, float* master, const std::array<float*, R::state_count>& states,
-                  const G* grads, P* params, float grad_scale, std::size_t begin, std::size_t end) {
+void update_range(const typename R::Coefficients& coefficients, float* master,
+                  const std::array<float*, R::state_count>& state_pointers, const G* grads, P* params, float grad_scale,
+                  std::size_t begin, std::size_t end) {
   constexpr int count = R::state_count;
+  // Local copies: the stores through float* could otherwise alias the coefficients and the
+  // pointer array, and the compiler would reload them on every trip.
+  const typename R::Coefficients c = coefficients;
+  float* states[count];
+  for (int k = 0; k < count; ++k) states[k] = state_pointers[static_cast<std::size_t>(k)];
   std::size_t i = begin;
   for (; i + simd_width <= end; i += simd_width) {
     simd_float p = load_lanes(master + i);
