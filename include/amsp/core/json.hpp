@@ -16,10 +16,12 @@
 // Malformed input fails with rule json.parse and the byte offset of the problem; using a value as
 // the wrong type fails with json.type; a missing member with json.missing_key.
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -153,6 +155,11 @@ private:
 
 namespace detail {
 
+// The two-character escapes of JSON strings: the letter after the backslash, and the character.
+// ('/' may be escaped on input but is never escaped on output.)
+inline constexpr std::pair<char, char> json_short_escapes[] = {
+    {'"', '"'}, {'\\', '\\'}, {'b', '\b'}, {'f', '\f'}, {'n', '\n'}, {'r', '\r'}, {'t', '\t'}};
+
 class JsonReader {
 public:
   static constexpr int max_depth = 256;
@@ -203,21 +210,29 @@ private:
     }
   }
 
-  void enter(int depth) {
+  // Reads "[" or "{", then elements separated by commas up to `close`, each by read_element().
+  template <class ReadElement>
+  void read_sequence(int depth, char close, ReadElement&& read_element) {
     if (depth > max_depth) error("nesting deeper than ", max_depth, " levels");
     ++pos_;  // the opening bracket
     skip_space();
-  }
-
-  Json read_object(int depth) {
-    enter(depth);
-    Json::Object members;
-    if (peek() == '}') {
+    if (peek() == close) {
       ++pos_;
-      return Json(std::move(members));
+      return;
     }
     while (true) {
       skip_space();
+      read_element();
+      skip_space();
+      if (peek() != ',') break;
+      ++pos_;
+    }
+    expect(close);
+  }
+
+  Json read_object(int depth) {
+    Json::Object members;
+    read_sequence(depth, '}', [&] {
       if (peek() != '"') error("expected a string key");
       const std::size_t key_offset = pos_;
       std::string key = read_string();
@@ -227,34 +242,14 @@ private:
       expect(':');
       skip_space();
       members.emplace_back(std::move(key), read_value(depth));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return Json(std::move(members));
-    }
+    });
+    return Json(std::move(members));
   }
 
   Json read_array(int depth) {
-    enter(depth);
     Json::Array elements;
-    if (peek() == ']') {
-      ++pos_;
-      return Json(std::move(elements));
-    }
-    while (true) {
-      skip_space();
-      elements.push_back(read_value(depth));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']');
-      return Json(std::move(elements));
-    }
+    read_sequence(depth, ']', [&] { elements.push_back(read_value(depth)); });
+    return Json(std::move(elements));
   }
 
   unsigned read_hex4() {
@@ -314,17 +309,18 @@ private:
       ++pos_;
       if (pos_ >= text_.size()) error("unterminated escape");
       const char e = text_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(out, read_escaped_code_point()); break;
-        default: --pos_; error("unknown escape '\\", e, "'");
+      if (e == 'u') {
+        append_utf8(out, read_escaped_code_point());
+      } else if (e == '/') {
+        out += '/';
+      } else {
+        const auto* it = std::find_if(std::begin(json_short_escapes), std::end(json_short_escapes),
+                                      [e](const auto& pair) { return pair.first == e; });
+        if (it == std::end(json_short_escapes)) {
+          --pos_;
+          error("unknown escape '\\", e, "'");
+        }
+        out += it->second;
       }
     }
   }
@@ -380,23 +376,18 @@ private:
 inline void write_json_string(std::string& out, std::string_view s) {
   out += '"';
   for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          constexpr char hex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(c >> 4) & 0xF];
-          out += hex[c & 0xF];
-        } else {
-          out += c;
-        }
+    const auto* it = std::find_if(std::begin(json_short_escapes), std::end(json_short_escapes),
+                                  [c](const auto& pair) { return pair.second == c; });
+    if (it != std::end(json_short_escapes)) {
+      out += '\\';
+      out += it->first;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[(c >> 4) & 0xF];
+      out += hex[c & 0xF];
+    } else {
+      out += c;
     }
   }
   out += '"';
@@ -413,10 +404,21 @@ inline void write_json_number(std::string& out, double d) {
 }
 
 inline void write_json(std::string& out, const Json& value, int indent, int level) {
-  const auto newline = [&](int lvl) {
-    if (indent < 0) return;
-    out += '\n';
-    out.append(static_cast<std::size_t>(indent * lvl), ' ');
+  // Writes `count` elements between brackets, one per line when indenting.
+  const auto sequence = [&](char open, char close, std::size_t count, const auto& write_element) {
+    const auto newline = [&](int lvl) {
+      if (indent < 0) return;
+      out += '\n';
+      out.append(static_cast<std::size_t>(indent * lvl), ' ');
+    };
+    out += open;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i > 0) out += ',';
+      newline(level + 1);
+      write_element(i);
+    }
+    if (count > 0) newline(level);
+    out += close;
   };
   switch (value.kind()) {
     case Json::Kind::null: out += "null"; break;
@@ -426,28 +428,16 @@ inline void write_json(std::string& out, const Json& value, int indent, int leve
     case Json::Kind::string: write_json_string(out, value.as_string()); break;
     case Json::Kind::array: {
       const auto& elements = value.as_array();
-      out += '[';
-      for (std::size_t i = 0; i < elements.size(); ++i) {
-        if (i > 0) out += ',';
-        newline(level + 1);
-        write_json(out, elements[i], indent, level + 1);
-      }
-      if (!elements.empty()) newline(level);
-      out += ']';
+      sequence('[', ']', elements.size(), [&](std::size_t i) { write_json(out, elements[i], indent, level + 1); });
       break;
     }
     case Json::Kind::object: {
       const auto& members = value.as_object();
-      out += '{';
-      for (std::size_t i = 0; i < members.size(); ++i) {
-        if (i > 0) out += ',';
-        newline(level + 1);
+      sequence('{', '}', members.size(), [&](std::size_t i) {
         write_json_string(out, members[i].first);
         out += indent < 0 ? ":" : ": ";
         write_json(out, members[i].second, indent, level + 1);
-      }
-      if (!members.empty()) newline(level);
-      out += '}';
+      });
       break;
     }
   }

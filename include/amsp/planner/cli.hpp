@@ -3,8 +3,10 @@
 // report and the detailed evaluation of one plan. Lives in a header so that tests drive it
 // exactly as the executable does; examples/amsp_plan/main.cpp only forwards argv.
 
+#include <algorithm>
 #include <charconv>
-#include <cstdio>
+#include <cmath>
+#include <cstdint>
 #include <iomanip>
 #include <initializer_list>
 #include <optional>
@@ -12,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "amsp/core/error.hpp"
@@ -228,15 +231,6 @@ Enum parse_cli_choice(std::string_view option, std::string_view text,
       micro_batches_for(o.global_batch.value_or(o.micro_batch * world), o.micro_batch, world);
   validate(in);
   return in;
-}
-
-[[nodiscard]] constexpr std::string_view name_of(Window w) {
-  switch (w) {
-    case Window::every_micro_batch: return "every micro-batch";
-    case Window::first_forward: return "first forward";
-    case Window::last_backward: return "last backward";
-  }
-  return "?";
 }
 
 /// One evaluation as the JSON object `--json` prints.

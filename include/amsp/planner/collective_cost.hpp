@@ -22,6 +22,7 @@
 // The model knows no SHARP/CollNet, no congestion beyond NIC sharing, and no protocol switch
 // (LL/LL128/Simple); a measured profile replaces it wherever it has the shape.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 

@@ -33,11 +33,14 @@
 // Shards are exact fractions (Φ_i / s, no padding) and with whole-tensor ownership the OS shards
 // of a spread group differ in size, so a rank's figures are the average over the ranks.
 
-#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <map>
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "amsp/comm/op.hpp"
@@ -58,6 +61,15 @@ enum class Window {
   first_forward,      ///< the first micro-batch's forward (the spread of the previous update)
   last_backward,      ///< the last micro-batch's backward (gradient reduction)
 };
+
+[[nodiscard]] constexpr std::string_view name_of(Window w) {
+  switch (w) {
+    case Window::every_micro_batch: return "every micro-batch";
+    case Window::first_forward: return "first forward";
+    case Window::last_backward: return "last backward";
+  }
+  return "?";
+}
 
 /// `count` calls of `op` per step, each on a buffer of `bytes` (the full buffer S), on groups of
 /// shape `group` (p0 ranks on each of p1 nodes).

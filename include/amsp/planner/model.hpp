@@ -8,6 +8,8 @@
 // the layers: the token embedding (vocab × h), a final RMSNorm (h) and an untied lm head (vocab × h).
 // No biases. LLaMA-7B comes out at 6,738,415,616 parameters, the published figure.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>

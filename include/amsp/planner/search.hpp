@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amsp/planner/cluster.hpp"

@@ -22,6 +22,7 @@
 // MFU = model FLOPs per rank per step / (T × peak), model FLOPs as in workload.hpp.
 
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "amsp/planner/cluster.hpp"
