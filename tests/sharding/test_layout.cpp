@@ -140,6 +140,9 @@ TEST_CASE("layout errors") {
   CHECK(amsp_test::error_of([] { FlatLayout({{"a", {2}, dtype::fp32}, {"a", {3}, dtype::bf16}}); })->rule() ==
         "layout.duplicate_name");
   CHECK(amsp_test::error_of([] { FlatLayout({{"a", {2, -1}, dtype::fp32}}); })->rule() == "layout.shape");
+  CHECK(amsp_test::error_of([] { FlatLayout({{"a", {std::int64_t{1} << 40, std::int64_t{1} << 40}, dtype::fp32}}); })
+            ->rule() == "layout.shape");  // 2^80 elements: the count would wrap
+  CHECK(TensorSpec{"e", {std::int64_t{1} << 40, 0, std::int64_t{1} << 40}, dtype::fp32}.numel() == 0);
   CHECK(amsp_test::error_of([] { FlatLayout({{"a", {2}, dtype::fp32}}, 48); })->rule() == "layout.alignment");
   CHECK(amsp_test::error_of([] { FlatLayout({{"a", {2}, dtype::fp32}}, 64, 0); })->rule() == "layout.shard_multiple");
   const FlatLayout layout({{"w", {10, 10}, dtype::bf16}}, 64, 4);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <string>
@@ -33,6 +34,8 @@ struct TensorSpec {
     std::size_t n = 1;
     for (std::int64_t d : shape) {
       check(d >= 0, "layout.shape", "tensor '", name, "' has negative dimension ", d);
+      check(d == 0 || n <= std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(d), "layout.shape",
+            "tensor '", name, "' has more elements than size_t can count");
       n *= static_cast<std::size_t>(d);
     }
     return n;
