@@ -48,3 +48,18 @@ TEST_CASE("memory: keeping gathered parameters costs the whole bf16 model") {
   const double kept = memory_per_rank(zero3, 8, m, Workload{}, keep).buffers;
   CHECK(kept - resharded == doctest::Approx(2.0 * 6738415616.0 - 2.0 * 2 * 202383360.0));
 }
+
+TEST_CASE("memory: on the paper's cluster ZeRO-1 fits LLaMA-7B but not 13B or 30B (paper Table IV has no ZeRO-1 entry for them)") {
+  const Mesh mesh(8, 128);
+  const auto fits = [&](const char* model, bool recompute) {
+    Workload w;
+    w.recompute = recompute;
+    const double total = memory_per_rank(preset("zero1", mesh), mesh.world_size(), parse_model(model), w,
+                                         ScheduleOptions{}, 2e9)
+                             .total();
+    return total <= 80e9;
+  };
+  CHECK(fits("7b", false));
+  CHECK(!fits("13b", false));
+  CHECK(!fits("30b", true));
+}
