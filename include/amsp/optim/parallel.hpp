@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -38,17 +39,23 @@ inline constexpr std::size_t chunk_alignment = 16;
 }
 
 /// Calls body(w) for every w in [0, workers): w = 0 on the calling thread, the others on threads
-/// started here and joined before returning. body must not throw.
+/// started here and joined before returning. If the system refuses a thread, the calling thread
+/// runs the bodies that thread would have run, so every body runs exactly once either way. The
+/// bodies must not wait for each other (that fallback would deadlock) and must not throw.
 template <class Body>
 void run_workers(int workers, Body&& body) {
-  if (workers <= 1) {
-    body(0);
-    return;
-  }
   std::vector<std::jthread> helpers;
-  helpers.reserve(static_cast<std::size_t>(workers - 1));
-  for (int w = 1; w < workers; ++w) helpers.emplace_back([&body, w] { body(w); });
+  int started = 1;
+  if (workers > 1) {
+    helpers.reserve(static_cast<std::size_t>(workers - 1));
+    try {
+      for (; started < workers; ++started) helpers.emplace_back([&body, w = started] { body(w); });
+    } catch (const std::system_error&) {
+      // Out of threads: fall through with the ones that did start.
+    }
+  }
   body(0);
+  for (int w = started; w < workers; ++w) body(w);
 }
 
 }  // namespace amsp::optim::detail
