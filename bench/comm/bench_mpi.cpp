@@ -1,7 +1,8 @@
 // MPI backend against the raw MPI calls it wraps, side by side: AllGather, ReduceScatter,
 // AllReduce, Broadcast over 4 KiB .. 256 MiB on the ranks mpirun launched (out of place, fp32).
 //   mpirun -np 8 --oversubscribe bench_comm_mpi --benchmark_filter=/67108864
-// `amsp` is MpiCommunicator with its default argument check; `raw` is the bare MPI call.
+// `amsp` is MpiCommunicator with its default argument check; `raw` is the bare MPI call;
+// `BM_mpi_overhead` alternates the two inside each iteration and reports `overhead_pct`.
 
 #include <benchmark/benchmark.h>
 
@@ -17,16 +18,16 @@ using amsp::comm::op_kind;
 
 std::unique_ptr<amsp::comm::MpiCommunicator> world;
 
-void BM_mpi(benchmark::State& state, op_kind kind, bool raw) {
-  const auto bytes = static_cast<std::size_t>(state.range(0));
-  const int n = world->size();
-  const std::size_t e = bytes / sizeof(float);
-  const std::size_t block = e / static_cast<std::size_t>(n);
-  amsp::host_buffer<float> send(e), recv(e);
-  MPI_Comm comm = world->native();
-  const int ib = static_cast<int>(block);
-  const int ie = static_cast<int>(e);
-  amsp::bench::time_on_all_ranks(state, comm, [&] {
+// One collective of `kind` on S = `send.size()` fp32 bytes, through amsp or as the bare MPI call.
+struct Collective {
+  Collective(op_kind k, std::size_t bytes)
+      : kind(k), elements(bytes / sizeof(float)), block(elements / static_cast<std::size_t>(world->size())),
+        send(elements), recv(elements) {}
+
+  void operator()(bool raw) {
+    MPI_Comm comm = world->native();
+    const int ib = static_cast<int>(block);
+    const int ie = static_cast<int>(elements);
     switch (kind) {
       case op_kind::all_gather:
         if (raw) MPI_Allgather(send.data(), ib, MPI_FLOAT, recv.data(), ib, MPI_FLOAT, comm);
@@ -38,17 +39,58 @@ void BM_mpi(benchmark::State& state, op_kind kind, bool raw) {
         break;
       case op_kind::all_reduce:
         if (raw) MPI_Allreduce(send.data(), recv.data(), ie, MPI_FLOAT, MPI_SUM, comm);
-        else world->all_reduce(send.data(), recv.data(), e);
+        else world->all_reduce(send.data(), recv.data(), elements);
         break;
       case op_kind::broadcast:
         if (raw) MPI_Bcast(send.data(), ie, MPI_FLOAT, 0, comm);
-        else world->broadcast(send.data(), send.data(), e, 0);
+        else world->broadcast(send.data(), send.data(), elements, 0);
         break;
       case op_kind::reduce: break;
     }
-  });
-  amsp::bench::bandwidth_counters(state, kind, static_cast<double>(bytes), n);
-  state.counters["ranks"] = n;
+  }
+
+  op_kind kind;
+  std::size_t elements, block;
+  amsp::host_buffer<float> send, recv;
+};
+
+void BM_mpi(benchmark::State& state, op_kind kind, bool raw) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Collective collective(kind, bytes);
+  amsp::bench::time_on_all_ranks(state, world->native(), [&] { collective(raw); });
+  amsp::bench::bandwidth_counters(state, kind, static_cast<double>(bytes), world->size());
+  state.counters["ranks"] = world->size();
+}
+
+// amsp and the raw call alternately in every iteration (order swapped each time), so that both
+// see the same machine load: manual time is amsp's, `overhead_pct` = 100 (amsp / raw - 1).
+void BM_mpi_overhead(benchmark::State& state, op_kind kind) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Collective collective(kind, bytes);
+  MPI_Comm comm = world->native();
+  const auto timed = [&](bool raw) {
+    MPI_Barrier(comm);
+    const double t0 = MPI_Wtime();
+    collective(raw);
+    double elapsed = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return elapsed;
+  };
+  collective(true);
+  collective(false);
+  double amsp_total = 0, raw_total = 0;
+  bool raw_first = true;
+  for (auto _ : state) {
+    const double first = timed(raw_first);
+    const double second = timed(!raw_first);
+    const double amsp = raw_first ? second : first;
+    raw_total += raw_first ? first : second;
+    amsp_total += amsp;
+    state.SetIterationTime(amsp);
+    raw_first = !raw_first;
+  }
+  amsp::bench::bandwidth_counters(state, kind, static_cast<double>(bytes), world->size());
+  state.counters["overhead_pct"] = 100.0 * (amsp_total / raw_total - 1.0);
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
@@ -66,6 +108,10 @@ BENCHMARK_CAPTURE(BM_mpi, all_reduce_amsp, op_kind::all_reduce, false)->Apply(si
 BENCHMARK_CAPTURE(BM_mpi, all_reduce_raw, op_kind::all_reduce, true)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_mpi, broadcast_amsp, op_kind::broadcast, false)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_mpi, broadcast_raw, op_kind::broadcast, true)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_mpi_overhead, all_gather, op_kind::all_gather)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_mpi_overhead, reduce_scatter, op_kind::reduce_scatter)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_mpi_overhead, all_reduce, op_kind::all_reduce)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_mpi_overhead, broadcast, op_kind::broadcast)->Apply(sizes);
 
 int main(int argc, char** argv) {
   amsp::comm::MpiSession session(argc, argv);  // outlives `world`
