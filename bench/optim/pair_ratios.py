@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Pairs each optimizer benchmark with its stream reference in a Google Benchmark JSON file and
+prints the ratio of median bytes_per_second (run with --benchmark_repetitions=N so medians exist).
+Host results also get the ratio of bytes per second of the calling thread's CPU time, which stays
+stable when other processes compete for the cores (see bench/README.md).
+    python3 bench/optim/pair_ratios.py result.json
+"""
+import json
+import sys
+
+SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+PARTNER = {
+    "BM_AdamW": "BM_Stream", "BM_AdamW_checked": "BM_Stream", "BM_Adam": "BM_Stream",
+    "BM_AdamW_bf16": "BM_Stream_bf16", "BM_SgdMomentum": "BM_Stream1", "BM_Lion": "BM_Stream1",
+}
+
+
+def main(path: str) -> None:
+    medians = {}
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            name, size = b["run_name"].split("/")[:2]
+            bytes_per_iteration = b["bytes_per_second"] * b["real_time"] * SECONDS[b["time_unit"]]
+            medians[(name, size)] = (b["bytes_per_second"], bytes_per_iteration / (b["cpu_time"] * SECONDS[b["time_unit"]]))
+    for (name, size), rate in sorted(medians.items(), key=lambda item: (int(item[0][1]), item[0][0])):
+        partner = PARTNER.get(name)
+        if partner and (partner, size) in medians:
+            ref = medians[(partner, size)]
+            print(f"{name}/{size}: {rate[0] / 1e9:6.2f} GB/s  {partner}: {ref[0] / 1e9:6.2f} GB/s  "
+                  f"ratio {rate[0] / ref[0]:.3f}  (per CPU second: ratio {rate[1] / ref[1]:.3f})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
