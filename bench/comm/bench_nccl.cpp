@@ -74,15 +74,13 @@ BENCHMARK_CAPTURE(BM_nccl, all_reduce, op_kind::all_reduce)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_nccl, broadcast, op_kind::broadcast)->Apply(sizes);
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (amsp::comm::cuda_device_count() == 0) {
     std::puts("bench_comm_nccl: no CUDA device, nothing to measure");
     return 0;
   }
   amsp::comm::MpiSession session(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  check_cuda(cudaSetDevice(rank % devices), "cudaSetDevice");
+  const int rank = session.world_rank();
+  amsp::comm::use_device_of_rank(rank);
   {
     amsp::comm::MpiCommunicator mpi = amsp::comm::MpiCommunicator::world();
     nccl = std::make_unique<amsp::comm::NcclCommunicator>(amsp::comm::NcclCommunicator::world(mpi));

@@ -40,8 +40,7 @@ public:
 /// rank, prints (and writes --benchmark_out) on rank 0 only.
 inline int mpi_benchmark_main(int argc, char** argv) {
   comm::MpiSession session(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = session.world_rank();
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i)  // only rank 0 writes the output file
     if (rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0) args.push_back(argv[i]);

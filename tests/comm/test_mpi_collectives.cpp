@@ -123,8 +123,7 @@ TEST_CASE("mpi: mismatched calls and unfit group sets throw on every rank") {
 
 int main(int argc, char** argv) {
   amsp::comm::MpiSession session(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = session.world_rank();
   doctest::Context context(argc, argv);
   if (rank != 0) context.setOption("minimal", true);  // one full report; other ranks print only failures
   int failed = context.run() != 0 ? 1 : 0;

@@ -132,15 +132,13 @@ TEST_CASE("nccl: asynchronous collectives complete through CUDA events, waited i
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (amsp::comm::cuda_device_count() == 0) {
     std::puts("test_comm_nccl: no CUDA device, skipped");
     return 77;
   }
   amsp::comm::MpiSession session(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  amsp::comm::detail::check_cuda(cudaSetDevice(rank % devices), "cudaSetDevice");
+  const int rank = session.world_rank();
+  amsp::comm::use_device_of_rank(rank);
   doctest::Context context(argc, argv);
   if (rank != 0) context.setOption("minimal", true);
   int failed = context.run() != 0 ? 1 : 0;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/detail/unique_handle.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
 
@@ -110,6 +111,10 @@ void divide_by(T* data, std::size_t count, int n) {
 
 /// An outstanding MPI request and what must happen once it completes (avg division, the copy of
 /// an in-place reduce_scatter); owns the temporaries the request writes into.
+struct FreeMpiComm {
+  void operator()(MPI_Comm comm) const noexcept { MPI_Comm_free(&comm); }
+};
+
 class MpiRequestState final : public HandleState {
 public:
   MpiRequestState(MPI_Request request, std::function<void()> finish)
@@ -156,6 +161,13 @@ public:
     if (owner_) MPI_Finalize();
   }
 
+  /// This process's rank in MPI_COMM_WORLD.
+  [[nodiscard]] int world_rank() const {
+    int rank = 0;
+    detail::check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+    return rank;
+  }
+
 private:
   bool owner_ = false;
 };
@@ -182,27 +194,9 @@ public:
     return MpiCommunicator(comm, false, options);
   }
 
-  MpiCommunicator(MpiCommunicator&& other) noexcept
-      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), owned_(std::exchange(other.owned_, false)),
-        rank_(other.rank_), size_(other.size_), options_(other.options_) {}
-  MpiCommunicator& operator=(MpiCommunicator&& other) noexcept {
-    if (this != &other) {
-      release();
-      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
-      owned_ = std::exchange(other.owned_, false);
-      rank_ = other.rank_;
-      size_ = other.size_;
-      options_ = other.options_;
-    }
-    return *this;
-  }
-  MpiCommunicator(const MpiCommunicator&) = delete;
-  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
-  ~MpiCommunicator() { release(); }
-
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
-  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+  [[nodiscard]] MPI_Comm native() const noexcept { return comm_.get(); }
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {
@@ -247,7 +241,7 @@ public:
     return start_reduce(send, recv, count, op, root, true);
   }
 
-  void barrier() { detail::check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() { detail::check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier"); }
 
   /// MPI_Comm_split with color = index of the caller's group, key = its position; see the
   /// communicator concept.
@@ -268,7 +262,7 @@ public:
              "comm.split_mismatch");
     }
     MPI_Comm sub{};
-    detail::check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    detail::check_mpi(MPI_Comm_split(comm_.get(), color, key, &sub), "MPI_Comm_split");
     MpiCommunicator result(sub, true, options_);
     check(result.size() == group.size() && result.rank() == key, "comm.split_mismatch",
           "MPI_Comm_split gave rank ", result.rank(), " of ", result.size(), " for position ", key, " in a group of ",
@@ -279,16 +273,10 @@ public:
 private:
   static constexpr long long kSplit = 100;
 
-  MpiCommunicator(MPI_Comm comm, bool owned, Options options) : comm_(comm), owned_(owned), options_(options) {
-    if (owned_) detail::check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    detail::check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    detail::check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-  }
-
-  void release() noexcept {
-    if (owned_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-    comm_ = MPI_COMM_NULL;
-    owned_ = false;
+  MpiCommunicator(MPI_Comm comm, bool owned, Options options) : comm_(comm, owned), options_(options) {
+    if (owned) detail::check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    detail::check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+    detail::check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
   }
 
   // With check_calls: one MPI_Allreduce(MAX) over (v, -v) gives every rank the maximum and the
@@ -302,7 +290,7 @@ private:
       both[i] = mine[i];
       both[i + 5] = -mine[i];
     }
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), 10, MPI_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce");
+    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), 10, MPI_LONG_LONG, MPI_MAX, comm_.get()), "MPI_Allreduce");
     const std::array<std::string_view, 5> rules{"comm.op_mismatch", "comm.dtype_mismatch", count_rule,
                                                 "comm.reduce_op_mismatch", "comm.root_mismatch"};
     for (std::size_t i = 0; i < 5; ++i)
@@ -342,8 +330,8 @@ private:
     const MPI_Datatype type = detail::mpi_datatype<T>();
     const void* source = send == recv + static_cast<std::size_t>(rank_) * count ? MPI_IN_PLACE : send;
     return issue(
-        async, [&] { return MPI_Allgather(source, n, type, recv, n, type, comm_); },
-        [&](MPI_Request* r) { return MPI_Iallgather(source, n, type, recv, n, type, comm_, r); }, {}, "MPI_Allgather");
+        async, [&] { return MPI_Allgather(source, n, type, recv, n, type, comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Iallgather(source, n, type, recv, n, type, comm_.get(), r); }, {}, "MPI_Allgather");
   }
 
   template <class T>
@@ -365,8 +353,8 @@ private:
     const MPI_Datatype type = detail::mpi_datatype<T>();
     const MPI_Op sum = detail::mpi_sum_op<T>();
     return issue(
-        async, [&] { return MPI_Reduce_scatter_block(send, target, n, type, sum, comm_); },
-        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, target, n, type, sum, comm_, r); },
+        async, [&] { return MPI_Reduce_scatter_block(send, target, n, type, sum, comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, target, n, type, sum, comm_.get(), r); },
         std::move(finish), "MPI_Reduce_scatter_block");
   }
 
@@ -380,8 +368,8 @@ private:
     const MPI_Datatype type = detail::mpi_datatype<T>();
     const MPI_Op sum = detail::mpi_sum_op<T>();
     return issue(
-        async, [&] { return MPI_Allreduce(source, recv, n, type, sum, comm_); },
-        [&](MPI_Request* r) { return MPI_Iallreduce(source, recv, n, type, sum, comm_, r); }, std::move(finish),
+        async, [&] { return MPI_Allreduce(source, recv, n, type, sum, comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Iallreduce(source, recv, n, type, sum, comm_.get(), r); }, std::move(finish),
         "MPI_Allreduce");
   }
 
@@ -394,8 +382,8 @@ private:
     if (rank_ == root && count != 0 && send != recv) std::memcpy(recv, send, count * sizeof(T));
     const MPI_Datatype type = detail::mpi_datatype<T>();
     return issue(
-        async, [&] { return MPI_Bcast(recv, n, type, root, comm_); },
-        [&](MPI_Request* r) { return MPI_Ibcast(recv, n, type, root, comm_, r); }, {}, "MPI_Bcast");
+        async, [&] { return MPI_Bcast(recv, n, type, root, comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Ibcast(recv, n, type, root, comm_.get(), r); }, {}, "MPI_Bcast");
   }
 
   template <class T>
@@ -410,13 +398,12 @@ private:
     const MPI_Datatype type = detail::mpi_datatype<T>();
     const MPI_Op sum = detail::mpi_sum_op<T>();
     return issue(
-        async, [&] { return MPI_Reduce(source, recv, n, type, sum, root, comm_); },
-        [&](MPI_Request* r) { return MPI_Ireduce(source, recv, n, type, sum, root, comm_, r); }, std::move(finish),
+        async, [&] { return MPI_Reduce(source, recv, n, type, sum, root, comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Ireduce(source, recv, n, type, sum, root, comm_.get(), r); }, std::move(finish),
         "MPI_Reduce");
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  bool owned_ = false;
+  detail::UniqueHandle<MPI_Comm, detail::FreeMpiComm> comm_;
   int rank_ = 0;
   int size_ = 1;
   Options options_{};

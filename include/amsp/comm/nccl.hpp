@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/detail/unique_handle.hpp"
 #include "amsp/comm/mpi.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
@@ -51,6 +52,17 @@ template <class T>
   else return ncclFloat16;
 }
 [[nodiscard]] constexpr ncclRedOp_t nccl_op(reduce_op op) { return op == reduce_op::avg ? ncclAvg : ncclSum; }
+
+/// ncclCommFinalize (flushes outstanding work), then ncclCommDestroy.
+struct FinalizeNcclComm {
+  void operator()(ncclComm_t comm) const noexcept {
+    ncclCommFinalize(comm);
+    ncclCommDestroy(comm);
+  }
+};
+struct CudaFree {
+  void operator()(void* p) const noexcept { cudaFree(p); }
+};
 
 /// The stream every communicator of one world enqueues on; destroyed after the last of them.
 class CudaStream {
@@ -89,6 +101,19 @@ private:
 
 }  // namespace detail
 
+/// Number of CUDA devices; 0 when the runtime finds none or cannot start (no driver).
+[[nodiscard]] inline int cuda_device_count() noexcept {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
+}
+
+/// Makes device (rank mod device count) current: one rank per GPU on a node. Needs a device.
+inline void use_device_of_rank(int rank) {
+  const int devices = cuda_device_count();
+  check(devices > 0, "comm.cuda", "no CUDA device to run rank ", rank, " on");
+  detail::check_cuda(cudaSetDevice(rank % devices), "cudaSetDevice");
+}
+
 class NcclCommunicator {
 public:
   /// Collective over `mpi`'s ranks: one NCCL communicator with the same ranks, on the current
@@ -103,27 +128,9 @@ public:
     return NcclCommunicator(comm, std::move(stream));
   }
 
-  NcclCommunicator(NcclCommunicator&& other) noexcept
-      : comm_(std::exchange(other.comm_, nullptr)), stream_(std::move(other.stream_)), scratch_(std::exchange(other.scratch_, nullptr)),
-        rank_(other.rank_), size_(other.size_) {}
-  NcclCommunicator& operator=(NcclCommunicator&& other) noexcept {
-    if (this != &other) {
-      release();
-      comm_ = std::exchange(other.comm_, nullptr);
-      stream_ = std::move(other.stream_);
-      scratch_ = std::exchange(other.scratch_, nullptr);
-      rank_ = other.rank_;
-      size_ = other.size_;
-    }
-    return *this;
-  }
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-  ~NcclCommunicator() { release(); }
-
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
-  [[nodiscard]] ncclComm_t native() const noexcept { return comm_; }
+  [[nodiscard]] ncclComm_t native() const noexcept { return comm_.get(); }
   [[nodiscard]] cudaStream_t stream() const noexcept { return stream_->get(); }
 
   template <element_type T>
@@ -181,8 +188,12 @@ public:
 
   /// A one-element all_reduce on device scratch memory, then a stream synchronisation.
   void barrier() {
-    if (scratch_ == nullptr) detail::check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
-    enqueue_all_reduce(scratch_, scratch_, 1, reduce_op::sum);
+    if (!scratch_.owned()) {
+      float* scratch = nullptr;
+      detail::check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc");
+      scratch_ = detail::UniqueHandle<float*, detail::CudaFree>(scratch, true);
+    }
+    enqueue_all_reduce(scratch_.get(), scratch_.get(), 1, reduce_op::sum);
     synchronize();
   }
 
@@ -192,7 +203,7 @@ public:
     const int color = detail::group_index_of(groups, rank_);
     const int key = groups.groups()[static_cast<std::size_t>(color)].position_of(rank_);
     ncclComm_t sub{};
-    detail::check_nccl(ncclCommSplit(comm_, color, key, &sub, nullptr), "ncclCommSplit");
+    detail::check_nccl(ncclCommSplit(comm_.get(), color, key, &sub, nullptr), "ncclCommSplit");
     NcclCommunicator result(sub, stream_);
     check(result.rank() == key, "comm.split_mismatch", "ncclCommSplit gave rank ", result.rank(), " for position ", key);
     return result;
@@ -200,19 +211,9 @@ public:
 
 private:
   NcclCommunicator(ncclComm_t comm, std::shared_ptr<detail::CudaStream> stream)
-      : comm_(comm), stream_(std::move(stream)) {
-    detail::check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
-    detail::check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount");
-  }
-
-  void release() noexcept {
-    if (comm_ != nullptr) {
-      ncclCommFinalize(comm_);
-      ncclCommDestroy(comm_);
-      comm_ = nullptr;
-    }
-    if (scratch_ != nullptr) cudaFree(scratch_);
-    scratch_ = nullptr;
+      : stream_(std::move(stream)), comm_(comm, true) {
+    detail::check_nccl(ncclCommUserRank(comm, &rank_), "ncclCommUserRank");
+    detail::check_nccl(ncclCommCount(comm, &size_), "ncclCommCount");
   }
 
   void synchronize() { detail::check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
@@ -224,37 +225,38 @@ private:
 
   template <class T>
   void enqueue_all_gather(const T* send, T* recv, std::size_t count) {
-    detail::check_nccl(ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_, stream()), "ncclAllGather");
+    detail::check_nccl(ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_.get(), stream()), "ncclAllGather");
   }
   template <class T>
   void enqueue_reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op) {
-    detail::check_nccl(ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_,
+    detail::check_nccl(ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_.get(),
                                          stream()),
                        "ncclReduceScatter");
   }
   template <class T>
   void enqueue_all_reduce(const T* send, T* recv, std::size_t count, reduce_op op) {
     detail::check_nccl(
-        ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_, stream()),
+        ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_.get(), stream()),
         "ncclAllReduce");
   }
   template <class T>
   void enqueue_broadcast(const T* send, T* recv, std::size_t count, int root) {
     check_root(op_kind::broadcast, root);
-    detail::check_nccl(ncclBroadcast(send, recv, count, detail::nccl_datatype<T>(), root, comm_, stream()),
+    detail::check_nccl(ncclBroadcast(send, recv, count, detail::nccl_datatype<T>(), root, comm_.get(), stream()),
                        "ncclBroadcast");
   }
   template <class T>
   void enqueue_reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root) {
     check_root(op_kind::reduce, root);
     detail::check_nccl(
-        ncclReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), root, comm_, stream()),
+        ncclReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), root, comm_.get(), stream()),
         "ncclReduce");
   }
 
-  ncclComm_t comm_ = nullptr;
+  // Declared before comm_, so destroyed after it: the stream outlives the communicator.
   std::shared_ptr<detail::CudaStream> stream_;
-  float* scratch_ = nullptr;
+  detail::UniqueHandle<ncclComm_t, detail::FinalizeNcclComm> comm_;
+  detail::UniqueHandle<float*, detail::CudaFree> scratch_;
   int rank_ = 0;
   int size_ = 1;
 };
