@@ -162,6 +162,18 @@ TEST_CASE("threads: mismatched calls fail on every rank, and the communicator st
                 h.wait();
               }),
               "comm.count_mismatch");
+  // Overlapping buffers that are not the in-place layout: rank 1's all_gather send block sits at
+  // block 0 of its receive buffer, which rank 0's copy would race with.
+  require_all(rules_on_threads(2, [](ThreadsCommunicator& c) {
+                std::vector<float> f(8);
+                c.all_gather(f.data(), f.data(), 4);
+              }),
+              "comm.buffer_alias");
+  require_all(rules_on_threads(3, [](ThreadsCommunicator& c) {
+                std::vector<double> d(8);
+                c.all_reduce(d.data(), d.data() + 1, 4, comm::reduce_op::sum);
+              }),
+              "comm.buffer_alias");
 }
 
 TEST_CASE("threads: group sets that do not fit the communicator") {

@@ -85,6 +85,27 @@ template <class T>
   return (per_rank + line - 1) / line * line;
 }
 
+/// True when rank `r`'s send and receive ranges overlap in a way other than the in-place layout:
+/// peers would read what the rank is overwriting.
+[[nodiscard]] inline bool bad_alias(const ThreadsSlot& s, int r, int n) {
+  if (s.count == 0 || s.op == ThreadsOp::barrier || s.op == ThreadsOp::split) return false;
+  if (s.op == ThreadsOp::broadcast && r != s.root) return false;  // send is not read
+  if (s.op == ThreadsOp::reduce && r != s.root) return false;     // recv is not written
+  const std::size_t bytes = s.count * size_of(s.type);
+  const auto n_bytes = bytes * static_cast<std::size_t>(n);
+  const auto send = reinterpret_cast<std::uintptr_t>(s.send);
+  const auto recv = reinterpret_cast<std::uintptr_t>(s.recv);
+  const std::size_t send_bytes = s.op == ThreadsOp::reduce_scatter ? n_bytes : bytes;
+  const std::size_t recv_bytes = s.op == ThreadsOp::all_gather ? n_bytes : bytes;
+  if (send + send_bytes <= recv || recv + recv_bytes <= send) return false;  // disjoint
+  const auto own_block = static_cast<std::uintptr_t>(r) * bytes;
+  switch (s.op) {
+    case ThreadsOp::all_gather: return send != recv + own_block;
+    case ThreadsOp::reduce_scatter: return recv != send + own_block;
+    default: return send != recv;
+  }
+}
+
 }  // namespace detail
 
 /// One rank's handle on a threads world or on a sub-communicator split from it. Move-only; use it
@@ -257,6 +278,11 @@ private:
         (first.root < 0 || first.root >= g.size))
       fail_all("comm.root_range", detail::name_of(first.op), ": root ", first.root, " is not a rank of this ",
                g.size, "-rank communicator");
+    for (int r = 0; r < g.size; ++r)
+      if (detail::bad_alias(g.slots[static_cast<std::size_t>(r)], r, g.size))
+        fail_all("comm.buffer_alias", detail::name_of(first.op), ": the send and receive buffers of rank ", r,
+                 " overlap but are not the in-place layout (all_gather: send == recv + rank*count; "
+                 "reduce_scatter: recv == send + rank*count; others: send == recv)");
   }
 
   template <class... Parts>
