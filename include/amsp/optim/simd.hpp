@@ -31,8 +31,10 @@
 #define AMSP_OPTIM_ISA isa_nvcc_host
 #elif defined(__AVX512F__)
 #define AMSP_OPTIM_ISA isa_avx512
-#elif defined(__AVX__) && defined(__FMA__)
-#define AMSP_OPTIM_ISA isa_avx_fma
+#elif defined(__AVX2__) && defined(__FMA__)
+#define AMSP_OPTIM_ISA isa_avx2_fma
+#elif defined(__AVX2__)
+#define AMSP_OPTIM_ISA isa_avx2
 #elif defined(__AVX__)
 #define AMSP_OPTIM_ISA isa_avx
 #elif defined(__SSE2__)
