@@ -84,7 +84,7 @@ TEST_CASE("mpi: the counting wrapper counts per rank and group") {
   auto counter = std::make_shared<comm::TrafficCounter>(mesh);
   comm::CountingCommunicator<MpiCommunicator> world(MpiCommunicator::world(), counter);
   std::vector<float> f(4 * static_cast<std::size_t>(world.size()));
-  world.all_gather(f.data(), f.data(), 4);  // S = 16 n bytes, each rank sends 16 (n-1)
+  world.all_gather(f.data() + 4 * static_cast<std::size_t>(world.rank()), f.data(), 4);  // S = 16 n, sends 16 (n-1)
   auto node = world.split(factor_groups(mesh, Factor{mesh.ranks_per_node(), 1}));
   node.all_reduce(f.data(), f.data(), 3);  // S = 12, sends 24 (R-1)/R
   const auto n = static_cast<std::uint64_t>(world.size());

@@ -48,7 +48,8 @@ TEST_CASE("CountingCommunicator: bytes per kind, group and locality on a 4x2 mes
   comm::run_on_threads(8, [&](comm::ThreadsCommunicator& inner) {
     Counting world(std::move(inner), counter);
     std::vector<float> f(64);
-    world.all_gather(f.data(), f.data(), 3);  // S = 8*3*4 = 96, sends 7/8*96 = 84, inter-node
+    const auto rank = static_cast<std::size_t>(world.rank());
+    world.all_gather(f.data() + rank * 3, f.data(), 3);  // S = 8*3*4 = 96, sends 7/8*96 = 84, inter-node
     Counting node = world.split(nodes);
     node.all_reduce(f.data(), f.data(), 10);  // S = 40, sends 2*3/4*40 = 60, intra-node
     std::vector<double> d(5);
@@ -58,7 +59,7 @@ TEST_CASE("CountingCommunicator: bytes per kind, group and locality on a 4x2 mes
     h.wait();
     Counting pair = node.split(factor_groups(Mesh(4, 1), Factor{2, 1}));
     std::vector<fp16> hs(4);
-    pair.reduce_scatter(hs.data(), hs.data(), 2);  // S = 2*2*2 = 8, sends 4
+    pair.reduce_scatter(hs.data(), hs.data() + 2 * static_cast<std::size_t>(pair.rank()), 2);  // S = 8, sends 4
     Counting single = world.split(singles);
     single.all_gather(f.data(), f.data(), 16);  // one rank: 0 bytes
     // Members of the nested split are world ranks, in group order.
