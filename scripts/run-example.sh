@@ -1,22 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs the main example: the amsp-train training run when it exists, otherwise the
-# planner ranking the valid plans of LLaMA-7B on the paper's 8 x 128 cluster. Arguments replace
-# the example's default arguments.
+# Builds and runs the main example, amsp-train: the char-level language model trained on 8 CPU
+# ranks (threads) of a 4x2 mesh with the AMSP plan amsp-13b. Arguments go to amsp-train
+# (see amsp-train --help), e.g. scripts/run-example.sh --plan ddp --steps 100.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-build=build/default
 cmake --preset default >/dev/null
-targets=$(ninja -C "$build" -t targets all)
-if grep -qE '^(amsp_train|amsp-train):' <<<"$targets"; then
-  target=$(grep -oE '^(amsp_train|amsp-train):' <<<"$targets" | head -n 1 | tr -d :)
-  exe=amsp-train default_args=()
-else
-  target=amsp_plan exe=amsp-plan default_args=(--model llama-7b --mesh 8x128 --top 5)
-fi
-cmake --build "$build" --target "$target"
-path=$(find "$build/examples" -name "$exe" -type f -perm -u+x | head -n 1)
-args=("$@")
-[ $# -eq 0 ] && args=("${default_args[@]}")
-echo "run-example: $path ${args[*]}"
-exec "$path" "${args[@]}"
+cmake --build build/default --target amsp-train
+exec build/default/examples/amsp_train/amsp-train "$@"
