@@ -17,12 +17,15 @@
 #include "amsp/optim/sgd_momentum.hpp"
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
+#include "parity_metrics.hpp"
 
 namespace {
 
 using amsp::comm::MpiCommunicator;
 using amsp::test::JobConfig;
 using amsp::test::Params;
+using amsp::test::bitwise_equal;
+using amsp::test::max_relative_error;
 
 int passed = 0, failed = 0;
 
@@ -36,25 +39,6 @@ void expect(MpiCommunicator& comm, bool ok, const std::string& what) {
     ++failed;
     if (comm.rank() == 0) std::printf("FAILED: %s\n", what.c_str());
   }
-}
-
-double max_relative_error(const Params& got, const Params& want) {
-  double worst = 0.0;
-  for (std::size_t t = 0; t < want.size(); ++t) {
-    double err = 0.0, scale = 0.0;
-    for (std::size_t i = 0; i < want[t].size(); ++i) {
-      err = std::max(err, std::abs(double(got[t][i]) - double(want[t][i])));
-      scale = std::max(scale, std::abs(double(want[t][i])));
-    }
-    worst = std::max(worst, err / scale);
-  }
-  return worst;
-}
-
-bool bitwise_equal(const Params& a, const Params& b) {
-  for (std::size_t t = 0; t < a.size(); ++t)
-    if (std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) != 0) return false;
-  return a.size() == b.size();
 }
 
 template <class Rule>

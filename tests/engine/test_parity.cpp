@@ -11,11 +11,15 @@
 #include "amsp/optim/sgd_momentum.hpp"
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
+#include "parity_metrics.hpp"
 
 namespace {
 
 using amsp::test::JobConfig;
 using amsp::test::Params;
+using amsp::test::bitwise_equal;
+using amsp::test::max_error_in_bf16_ulps;
+using amsp::test::max_relative_error;
 
 template <class Rule, class ParamT = float>
 Params run_threads(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, const JobConfig& job) {
@@ -26,47 +30,6 @@ Params run_threads(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& r
   });
   for (const Params& p : per_rank) REQUIRE(p == per_rank.front());  // every rank sees the same parameters
   return per_rank.front();
-}
-
-bool bitwise_equal(const Params& a, const Params& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t t = 0; t < a.size(); ++t)
-    if (a[t].size() != b[t].size() || std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
-
-/// The tolerance's measure: per tensor, max |a - b| relative to max |b| (the infinity-norm
-/// relative error), worst over tensors. An element-wise ratio would be meaningless for values
-/// that cancel to near zero: their rounding error is set by the size of the terms that cancelled
-/// (the tensor's scale), not by their own size. docs/engine.md states the tolerance.
-template <class A, class B>
-double max_relative_error(const A& got, const B& want) {
-  double worst = 0.0;
-  for (std::size_t t = 0; t < want.size(); ++t) {
-    double err = 0.0, scale = 0.0;
-    for (std::size_t i = 0; i < want[t].size(); ++i) {
-      err = std::max(err, std::abs(double(got[t][i]) - double(want[t][i])));
-      scale = std::max(scale, std::abs(double(want[t][i])));
-    }
-    worst = std::max(worst, err / scale);
-  }
-  return worst;
-}
-
-/// Per tensor, max |a - b| in units of one bf16 ulp at the tensor's largest magnitude
-/// (ulp(x) = 2^(floor(log2 x) - 7): bf16 keeps 7 fraction bits); worst over tensors.
-double max_error_in_bf16_ulps(const Params& got, const Params& want) {
-  double worst = 0.0;
-  for (std::size_t t = 0; t < want.size(); ++t) {
-    double err = 0.0, scale = 0.0;
-    for (std::size_t i = 0; i < want[t].size(); ++i) {
-      err = std::max(err, std::abs(double(got[t][i]) - double(want[t][i])));
-      scale = std::max(scale, std::abs(double(want[t][i])));
-    }
-    worst = std::max(worst, err / std::ldexp(1.0, std::ilogb(scale) - 7));
-  }
-  return worst;
 }
 
 template <class Rule>
