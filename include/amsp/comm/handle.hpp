@@ -2,6 +2,7 @@
 // The completion handle of every asynchronous collective, whatever the backend: one type, so that
 // the engine can keep handles of different collectives in one queue and wait in any order.
 
+#include <exception>
 #include <memory>
 #include <utility>
 
@@ -16,17 +17,36 @@ public:
   virtual bool test() = 0;
   /// Blocks until the operation has completed; throws the operation's error if it failed.
   virtual void wait() = 0;
+  /// Called when a pending handle is destroyed by stack unwinding: the caller is about to free
+  /// the operation's buffers. A backend that can stop the operation early (the threads backend
+  /// aborts its world) does so and returns once the buffers are no longer touched; the default
+  /// does nothing.
+  virtual void abandon() noexcept {}
 };
 }  // namespace detail
 
 /// Completion of one asynchronous collective. The buffers passed to the `*_async` call must stay
 /// alive and untouched until wait() returns (or test() returned true). A default-constructed
 /// handle is already complete. Destroying a handle that was never waited does not cancel the
-/// operation: it still runs, in order, on its communicator.
+/// operation: it still runs, in order, on its communicator. The exception is a pending handle
+/// destroyed while an exception unwinds the stack (declared after its buffers, it goes first):
+/// the threads backend then aborts its world and returns only once no rank touches the buffers
+/// any more, so that unwinding cannot free memory a peer is still copying.
 class Handle {
 public:
   Handle() = default;
   explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+  Handle(Handle&&) noexcept = default;
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      release_on_unwind();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { release_on_unwind(); }
 
   /// Non-blocking completion check; errors of the operation are thrown here or by wait().
   [[nodiscard]] bool test() {
@@ -46,6 +66,10 @@ public:
   [[nodiscard]] bool pending() const noexcept { return static_cast<bool>(state_); }
 
 private:
+  void release_on_unwind() noexcept {
+    if (state_ && std::uncaught_exceptions() > 0) state_->abandon();
+  }
+
   std::shared_ptr<detail::HandleState> state_;
 };
 

@@ -195,7 +195,7 @@ public:
         fail_together("comm.split_mismatch", "rank ", r, " passed split() a different group set than rank ", rank_);
     }
     std::shared_ptr<detail::ThreadsGroup> child = g.slots[static_cast<std::size_t>(group.ranks.front())].child;
-    g.barrier.arrive_and_wait();
+    g.barrier.arrive_and_wait_uninterruptible();  // peers may still read this rank's slot
     mine.child.reset();
     return ThreadsCommunicator(std::move(child), position);
   }
@@ -229,7 +229,8 @@ private:
   }
   [[nodiscard]] Handle async(const detail::ThreadsSlot& slot) {
     if (!worker_) worker_ = std::make_unique<detail::OrderedWorker>();
-    return worker_->submit([group = group_, rank = rank_, slot] { execute(group, rank, slot); });
+    return worker_->submit([group = group_, rank = rank_, slot] { execute(group, rank, slot); },
+                           [world = group_->world] { world->abort("a rank unwound with a collective in flight"); });
   }
 
   // Runs on the calling thread (blocking) or on the progress thread (async); static so that a
@@ -241,7 +242,8 @@ private:
     validate_slots(g, rank);
     if (slot.op != detail::ThreadsOp::barrier)
       visit_dtype(slot.type, [&](auto element) { run_collective<decltype(element)>(g, rank); });
-    g.barrier.arrive_and_wait();
+    // Not abortable: a peer may still be copying from or into this rank's buffers.
+    g.barrier.arrive_and_wait_uninterruptible();
   }
 
   // Every rank runs the same comparison on the same published slots, so every rank throws the

@@ -58,7 +58,8 @@ public:
   ~AbortableBarrier() { world_.withdraw(this); }
 
   /// Returns once all `count` threads arrived; throws rule comm.aborted if the world is aborted
-  /// before that (or was already).
+  /// before that (or was already). All-or-nothing: either every thread returns or every thread
+  /// throws, because the generation only advances once all have arrived.
   void arrive_and_wait() {
     std::unique_lock lock(mutex_);
     if (world_.aborted()) {
@@ -77,6 +78,22 @@ public:
       lock.unlock();
       world_.throw_aborted();
     }
+  }
+
+  /// Returns once all `count` threads arrived, aborted world or not. For the end of a data phase:
+  /// every thread that passed the barrier before it is copying between the ranks' buffers and
+  /// arrives here in finite time, and none may leave (and let its caller free its buffers) while
+  /// a peer may still read or write them.
+  void arrive_and_wait_uninterruptible() {
+    std::unique_lock lock(mutex_);
+    const std::size_t generation = generation_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
   }
 
 private:

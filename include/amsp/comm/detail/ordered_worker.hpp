@@ -20,6 +20,9 @@ namespace amsp::comm::detail {
 /// Completion of one submitted operation, signalled by the worker.
 class CompletionState final : public HandleState {
 public:
+  /// `on_abandon` makes the operation finish early (e.g. aborts the world it waits in).
+  explicit CompletionState(std::function<void()> on_abandon) : on_abandon_(std::move(on_abandon)) {}
+
   bool test() override {
     std::lock_guard lock(mutex_);
     if (done_ && error_) std::rethrow_exception(error_);
@@ -30,6 +33,14 @@ public:
     cv_.wait(lock, [&] { return done_; });
     if (error_) std::rethrow_exception(error_);
   }
+  void abandon() noexcept override {
+    try {
+      if (on_abandon_) on_abandon_();
+    } catch (...) {  // noexcept: the wait below is what protects the buffers
+    }
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+  }
   void finish(std::exception_ptr error) {
     std::lock_guard lock(mutex_);
     error_ = std::move(error);
@@ -38,6 +49,7 @@ public:
   }
 
 private:
+  std::function<void()> on_abandon_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -62,8 +74,9 @@ public:
   }
 
   /// Queues `task`; its exception, if any, is delivered through the returned handle.
-  [[nodiscard]] Handle submit(std::function<void()> task) {
-    auto state = std::make_shared<CompletionState>();
+  /// `on_abandon`: see CompletionState.
+  [[nodiscard]] Handle submit(std::function<void()> task, std::function<void()> on_abandon = {}) {
+    auto state = std::make_shared<CompletionState>(std::move(on_abandon));
     std::lock_guard lock(mutex_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     queue_.emplace_back(std::move(task), state);
