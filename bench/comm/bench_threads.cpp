@@ -8,10 +8,15 @@
 // these collectives reads at most S bytes and writes at most S bytes per rank (AllGather: reads
 // and writes S; ReduceScatter: reads S, writes S/n; AllReduce: reads S, writes S; Broadcast: reads
 // and writes S), and a memcpy of S reads and writes S at once at the machine's copy rate.
+//
+// CUDA builds also make bench_comm_threads_cuda from this file: the same benchmarks plus
+// BM_threads_device/<op> (ranks 2, 4, 8 on one GPU, S = 64 MiB of device memory), whose
+// bound_fraction compares with every rank doing a cudaMemcpyAsync device-to-device of S at once.
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -20,6 +25,12 @@
 #include "amsp/core/buffer.hpp"
 #include "amsp/sharding/groups.hpp"
 #include "bench_common.hpp"
+
+#if defined(AMSP_HAS_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "amsp/core/cuda_buffer.hpp"
+#endif
 
 namespace {
 using amsp::comm::op_kind;
@@ -31,23 +42,49 @@ using Clock = std::chrono::steady_clock;
 }
 
 // Per-rank buffers of S bytes each, touched once so that page faults stay out of the timing.
-struct RankBuffers {
-  RankBuffers(int n, std::size_t elements) {
+struct HostBuffers {
+  HostBuffers(int n, std::size_t elements) {
     for (int r = 0; r < n; ++r) {
       send.emplace_back(elements);
       recv.emplace_back(elements);
       std::iota(send.back().begin(), send.back().end(), 0.0f);
     }
   }
+  static void copy(float* dst, const float* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void finish() {}
   std::vector<amsp::host_buffer<float>> send, recv;
 };
 
+#if defined(AMSP_HAS_CUDA)
+// Per-rank buffers of S bytes of device memory; the reference copy is stream-ordered on the rank
+// thread's per-thread stream (as the collectives' data phase) and synchronised by finish().
+struct DeviceBuffers {
+  DeviceBuffers(int n, std::size_t elements) {
+    std::vector<float> ramp(elements);
+    std::iota(ramp.begin(), ramp.end(), 0.0f);
+    for (int r = 0; r < n; ++r) {
+      send.emplace_back(elements);
+      recv.emplace_back(elements);
+      send.back().copy_from_host(ramp.data(), elements);
+    }
+  }
+  static void copy(float* dst, const float* src, std::size_t bytes) {
+    amsp::detail::check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
+                             "cuda.memcpy", "cudaMemcpyAsync device to device");
+  }
+  static void finish() {
+    amsp::detail::check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "cuda.sync", "cudaStreamSynchronize");
+  }
+  std::vector<amsp::cuda_buffer<float>> send, recv;
+};
+#endif
+
 // Runs `op(comm, buffers of its rank)` `iterations` times on `n` threads; returns rank 0's time of
 // each iteration and, in `memcpy_seconds`, the mean time of every rank copying S bytes at once.
-template <class Op>
+template <class Buffers = HostBuffers, class Op>
 std::vector<double> time_on_threads(int n, std::size_t elements, std::size_t iterations, double& memcpy_seconds,
                                     Op op) {
-  RankBuffers buffers(n, elements);
+  Buffers buffers(n, elements);
   std::vector<double> times(iterations);
   amsp::comm::run_on_threads(n, [&](ThreadsCommunicator& comm) {
     float* send = buffers.send[static_cast<std::size_t>(comm.rank())].data();
@@ -62,7 +99,8 @@ std::vector<double> time_on_threads(int n, std::size_t elements, std::size_t ite
     }
     comm.barrier();
     const auto t0 = Clock::now();
-    for (std::size_t i = 0; i < iterations; ++i) std::memcpy(recv, send, elements * sizeof(float));
+    for (std::size_t i = 0; i < iterations; ++i) Buffers::copy(recv, send, elements * sizeof(float));
+    Buffers::finish();
     comm.barrier();
     if (comm.rank() == 0) memcpy_seconds = seconds_since(t0) / static_cast<double>(iterations);
   });
@@ -78,13 +116,14 @@ void report(benchmark::State& state, const std::vector<double>& times, op_kind k
   state.counters["bound_fraction"] = memcpy_seconds / mean;
 }
 
-void BM_threads(benchmark::State& state, op_kind kind) {
+template <class Buffers>
+void time_collective(benchmark::State& state, op_kind kind) {
   const int n = static_cast<int>(state.range(0));
   const auto bytes = static_cast<std::size_t>(state.range(1));
   const std::size_t e = bytes / sizeof(float);
   const std::size_t block = e / static_cast<std::size_t>(n);
   double memcpy_seconds = 0;
-  const auto times = time_on_threads(
+  const auto times = time_on_threads<Buffers>(
       n, e, static_cast<std::size_t>(state.max_iterations), memcpy_seconds,
       [&](ThreadsCommunicator& comm, float* send, float* recv) {
         switch (kind) {
@@ -97,6 +136,19 @@ void BM_threads(benchmark::State& state, op_kind kind) {
       });
   report(state, times, kind, static_cast<double>(bytes), n, memcpy_seconds);
 }
+
+void BM_threads(benchmark::State& state, op_kind kind) { time_collective<HostBuffers>(state, kind); }
+
+#if defined(AMSP_HAS_CUDA)
+// The collectives on device buffers (the CUDA data mover comes with threads_cuda_mover.cu).
+void BM_threads_device(benchmark::State& state, op_kind kind) { time_collective<DeviceBuffers>(state, kind); }
+
+void device_sweep(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"ranks", "bytes"});
+  for (int n : {2, 4, 8}) b->Args({n, std::int64_t{64} << 20});
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+#endif
 
 // Every rank copies S bytes at once: the bound of an out-of-place AllGather of S (same counters,
 // so busbw compares directly).
@@ -176,5 +228,11 @@ BENCHMARK_CAPTURE(BM_threads, broadcast, op_kind::broadcast)->Apply(sweep);
 BENCHMARK(BM_memcpy_reference)->Apply(sweep);
 BENCHMARK_CAPTURE(BM_threads_two_level, all_gather, op_kind::all_gather)->Apply(mesh_sweep);
 BENCHMARK_CAPTURE(BM_threads_two_level, reduce_scatter, op_kind::reduce_scatter)->Apply(mesh_sweep);
+#if defined(AMSP_HAS_CUDA)
+BENCHMARK_CAPTURE(BM_threads_device, all_gather, op_kind::all_gather)->Apply(device_sweep);
+BENCHMARK_CAPTURE(BM_threads_device, reduce_scatter, op_kind::reduce_scatter)->Apply(device_sweep);
+BENCHMARK_CAPTURE(BM_threads_device, all_reduce, op_kind::all_reduce)->Apply(device_sweep);
+BENCHMARK_CAPTURE(BM_threads_device, broadcast, op_kind::broadcast)->Apply(device_sweep);
+#endif
 
 BENCHMARK_MAIN();

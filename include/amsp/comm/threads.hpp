@@ -5,16 +5,15 @@
 // AllGather: each rank copies every peer's block straight out of the peer's buffer). The reduction
 // order is fixed by rank, so results are bitwise reproducible whatever the thread timing.
 //
-// Host memory only for now. The data movement is isolated in run_collective(), which is where a
-// CUDA build will dispatch device buffers to cudaMemcpy / a reduction kernel.
+// Host memory always; CUDA device memory in a program that includes amsp/comm/threads_cuda.cuh
+// in one of its nvcc-compiled files (that installs the device data mover; see there and
+// docs/collectives.md). The buffers of one call must then be all host or all on one device.
 //
 //   amsp::comm::run_on_threads(4, [](amsp::comm::ThreadsCommunicator& comm) {
 //     comm.all_reduce(grad.data(), grad.data(), grad.size(), amsp::comm::reduce_op::avg);
 //   });
 
-#include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -26,10 +25,13 @@
 
 #include "amsp/comm/communicator.hpp"
 #include "amsp/comm/detail/abortable_barrier.hpp"
-#include "amsp/comm/detail/host_reduce.hpp"
 #include "amsp/comm/detail/ordered_worker.hpp"
+#include "amsp/comm/detail/threads_data.hpp"
+#include "amsp/comm/detail/threads_device_hook.hpp"
+#include "amsp/comm/detail/threads_group.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
+#include "amsp/core/memory_space.hpp"
 
 namespace amsp::comm {
 
@@ -37,76 +39,11 @@ class ThreadsCommunicator;
 template <class F>
 void run_on_threads(int world_size, F&& f);
 
-namespace detail {
-
-/// Everything the threads backend synchronises on: the collectives plus barrier and split.
-enum class ThreadsOp : std::uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, reduce, barrier, split };
-
-[[nodiscard]] constexpr std::string_view name_of(ThreadsOp op) {
-  switch (op) {
-    case ThreadsOp::barrier: return "barrier";
-    case ThreadsOp::split: return "split";
-    default: return comm::name_of(static_cast<op_kind>(op));
-  }
+/// Whether this program's threads collectives accept CUDA device buffers: true once a file of it
+/// includes amsp/comm/threads_cuda.cuh (from the start of main on).
+[[nodiscard]] inline bool threads_device_memory_enabled() noexcept {
+  return detail::threads_device_mover.load(std::memory_order_acquire) != nullptr;
 }
-
-struct ThreadsGroup;
-
-/// One rank's description of the collective it entered; peers read it between the two barriers
-/// of the collective. Cache-line aligned so that ranks publishing at once do not share a line.
-struct alignas(64) ThreadsSlot {
-  ThreadsOp op = ThreadsOp::barrier;
-  dtype type = dtype::fp32;
-  reduce_op reduction = reduce_op::sum;
-  int root = 0;
-  std::size_t count = 0;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  std::shared_ptr<ThreadsGroup> child;  // split: the new group, published by its first member
-};
-
-/// The state shared by the ranks of one communicator.
-struct ThreadsGroup {
-  ThreadsGroup(std::shared_ptr<AbortSwitch> abort_switch, int n)
-      : world(std::move(abort_switch)), size(n), barrier(*world, n), slots(static_cast<std::size_t>(n)) {}
-
-  std::shared_ptr<AbortSwitch> world;
-  int size;
-  AbortableBarrier barrier;
-  std::vector<ThreadsSlot> slots;
-};
-
-/// Elements of one rank's slice of an AllReduce / Reduce: whole cache lines, so that ranks never
-/// write the same line.
-template <class T>
-[[nodiscard]] std::size_t slice_elements(std::size_t count, int n) {
-  constexpr std::size_t line = 64 / sizeof(T);
-  const std::size_t per_rank = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  return (per_rank + line - 1) / line * line;
-}
-
-/// True when rank `r`'s send and receive ranges overlap in a way other than the in-place layout:
-/// peers would read what the rank is overwriting.
-[[nodiscard]] inline bool bad_alias(const ThreadsSlot& s, int r, int n) {
-  if (s.count == 0 || s.op == ThreadsOp::barrier || s.op == ThreadsOp::split) return false;
-  if (s.op == ThreadsOp::broadcast && r != s.root) return false;  // send is not read
-  if (s.op == ThreadsOp::reduce && r != s.root) return false;     // recv is not written
-  const std::size_t bytes = s.count * size_of(s.type);
-  const auto n_bytes = bytes * static_cast<std::size_t>(n);
-  const auto send = reinterpret_cast<std::uintptr_t>(s.send);
-  const auto recv = reinterpret_cast<std::uintptr_t>(s.recv);
-  const std::size_t send_bytes = s.op == ThreadsOp::reduce_scatter ? n_bytes : bytes;
-  const std::size_t recv_bytes = s.op == ThreadsOp::all_gather ? n_bytes : bytes;
-  if (send + send_bytes <= recv || recv + recv_bytes <= send) return false;  // disjoint
-  const auto own_block = static_cast<std::uintptr_t>(r) * bytes;
-  switch (s.op) {
-    case ThreadsOp::all_gather: return send != recv + own_block;
-    case ThreadsOp::reduce_scatter: return recv != send + own_block;
-    default: return send != recv;
-  }
-}
-
-}  // namespace detail
 
 /// One rank's handle on a threads world or on a sub-communicator split from it. Move-only; use it
 /// from the thread run_on_threads gave it to (its async operations run on a progress thread of
@@ -235,15 +172,42 @@ private:
 
   // Runs on the calling thread (blocking) or on the progress thread (async); static so that a
   // queued operation does not depend on the communicator object, which may move.
-  static void execute(const std::shared_ptr<detail::ThreadsGroup>& group, int rank, const detail::ThreadsSlot& slot) {
+  static void execute(const std::shared_ptr<detail::ThreadsGroup>& group, int rank, detail::ThreadsSlot slot) {
     detail::ThreadsGroup& g = *group;
+    detail::place_buffers(slot, rank);
     g.slots[static_cast<std::size_t>(rank)] = slot;
     g.barrier.arrive_and_wait();
     validate_slots(g, rank);
+    if (slot.send_place.kind == memory_kind::cuda) {
+      move_on_device(g, rank);
+      return;
+    }
     if (slot.op != detail::ThreadsOp::barrier)
-      visit_dtype(slot.type, [&](auto element) { run_collective<decltype(element)>(g, rank); });
+      visit_dtype(slot.type, [&](auto element) {
+        using T = decltype(element);
+        const detail::HostMover<T> mover{detail::full_elements(slot, g.size) * sizeof(T) >= detail::streaming_threshold};
+        detail::run_collective<T>(g, rank, mover);
+      });
     // Not abortable: a peer may still be copying from or into this rank's buffers.
     g.barrier.arrive_and_wait_uninterruptible();
+  }
+
+  // The data phase on device buffers (validated: every buffer of every rank on one device) and
+  // the end-of-data barrier. A failed CUDA call must not skip the barrier either: the mover waits
+  // for what it enqueued, this rank aborts the world, arrives, and throws; the peers, whose
+  // results lack this rank's part, throw comm.aborted after the barrier instead of returning them.
+  static void move_on_device(detail::ThreadsGroup& g, int rank) {
+    std::exception_ptr failure;
+    try {
+      detail::threads_device_mover.load(std::memory_order_acquire)->move(g, rank);
+    } catch (...) {
+      failure = std::current_exception();
+      g.world->abort("the device data movement of a collective failed on rank " + std::to_string(rank) + " of " +
+                     std::to_string(g.size));
+    }
+    g.barrier.arrive_and_wait_uninterruptible();
+    if (failure) std::rethrow_exception(failure);
+    if (g.world->aborted()) g.world->throw_aborted();
   }
 
   // Every rank runs the same comparison on the same published slots, so every rank throws the
@@ -280,6 +244,19 @@ private:
         (first.root < 0 || first.root >= g.size))
       fail_all("comm.root_range", detail::name_of(first.op), ": root ", first.root, " is not a rank of this ",
                g.size, "-rank communicator");
+    const detail::BufferPlace place = first.send_place;
+    for (int r = 0; r < g.size; ++r) {
+      const detail::ThreadsSlot& s = g.slots[static_cast<std::size_t>(r)];
+      for (const auto& [which, other] : {std::pair{"send", s.send_place}, std::pair{"receive", s.recv_place}})
+        if (other != place)
+          fail_all("comm.memory_space_mismatch", detail::name_of(first.op), ": rank 0's buffers are in ",
+                   detail::describe(place), " but rank ", r, "'s ", which, " buffer is in ", detail::describe(other),
+                   ": the buffers of one collective must all be in host memory or all on one CUDA device");
+    }
+    if (place.kind == memory_kind::cuda && g.size > detail::threads_device_max_ranks)
+      fail_all("comm.device_world_size", detail::name_of(first.op), ": ", g.size,
+               " ranks on device buffers; the threads backend moves device data for at most ",
+               detail::threads_device_max_ranks, " ranks");
     for (int r = 0; r < g.size; ++r)
       if (detail::bad_alias(g.slots[static_cast<std::size_t>(r)], r, g.size))
         fail_all("comm.buffer_alias", detail::name_of(first.op), ": the send and receive buffers of rank ", r,
@@ -291,57 +268,6 @@ private:
   [[noreturn]] void fail_together(std::string_view rule, const Parts&... parts) {
     group_->barrier.arrive_and_wait();
     fail(rule, parts...);
-  }
-
-  // The data movement of one collective for this rank; the slots of all ranks are published.
-  template <class T>
-  static void run_collective(detail::ThreadsGroup& g, int rank) {
-    const auto n = static_cast<std::size_t>(g.size);
-    const auto peer = [&](std::size_t r) -> const detail::ThreadsSlot& { return g.slots[r]; };
-    const detail::ThreadsSlot& mine = peer(static_cast<std::size_t>(rank));
-    const std::size_t count = mine.count;
-    T* const recv = static_cast<T*>(mine.recv);
-    std::vector<const T*> inputs(n);
-    // Collectives on buffers far beyond the caches write with non-temporal stores. S is the full
-    // buffer: n*count elements for all_gather and reduce_scatter, count for the others.
-    const std::size_t full = (mine.op == detail::ThreadsOp::all_gather || mine.op == detail::ThreadsOp::reduce_scatter)
-                                 ? n * count
-                                 : count;
-    const bool streaming = full * sizeof(T) >= detail::streaming_threshold;
-    switch (mine.op) {
-      case detail::ThreadsOp::all_gather:
-        // Start at the own block and walk the ring, so that ranks read different peers at once.
-        for (std::size_t step = 0; step < n; ++step) {
-          const std::size_t j = (static_cast<std::size_t>(rank) + step) % n;
-          detail::copy_bytes(recv + j * count, peer(j).send, count * sizeof(T), streaming);
-        }
-        return;
-      case detail::ThreadsOp::reduce_scatter: {
-        for (std::size_t j = 0; j < n; ++j)
-          inputs[j] = static_cast<const T*>(peer(j).send) + static_cast<std::size_t>(rank) * count;
-        T* const outputs[1] = {recv};
-        detail::reduce_into(outputs, 1, inputs.data(), g.size, count, mine.reduction, streaming);
-        return;
-      }
-      case detail::ThreadsOp::all_reduce:
-      case detail::ThreadsOp::reduce: {
-        const std::size_t slice = detail::slice_elements<T>(count, g.size);
-        const std::size_t begin = std::min(count, slice * static_cast<std::size_t>(rank));
-        const std::size_t length = std::min(count - begin, slice);
-        for (std::size_t j = 0; j < n; ++j) inputs[j] = static_cast<const T*>(peer(j).send) + begin;
-        std::vector<T*> outputs;
-        if (mine.op == detail::ThreadsOp::reduce) outputs.push_back(static_cast<T*>(peer(static_cast<std::size_t>(mine.root)).recv) + begin);
-        else for (std::size_t k = 0; k < n; ++k) outputs.push_back(static_cast<T*>(peer(k).recv) + begin);
-        detail::reduce_into(outputs.data(), static_cast<int>(outputs.size()), inputs.data(), g.size, length,
-                            mine.reduction, streaming);
-        return;
-      }
-      case detail::ThreadsOp::broadcast:
-        detail::copy_bytes(recv, peer(static_cast<std::size_t>(mine.root)).send, count * sizeof(T), streaming);
-        return;
-      case detail::ThreadsOp::barrier:
-      case detail::ThreadsOp::split: return;
-    }
   }
 
   std::shared_ptr<detail::ThreadsGroup> group_;

@@ -29,11 +29,19 @@ namespace detail {
 /// Elements per block: the accumulator block (8 KiB of fp32) stays in L1 while the inputs stream.
 inline constexpr std::size_t reduce_block = 2048;
 
-/// Exact widening of an element to its accumulation type.
+/// Exact widening of an element to its accumulation type (host and device: the CUDA reduction
+/// of amsp/comm/threads_cuda.cuh uses the same conversions, so results agree bit for bit).
 template <class T>
-AMSP_FORCE_INLINE accumulator_t<T> widen(T value) {
+AMSP_HOST_DEVICE AMSP_FORCE_INLINE accumulator_t<T> widen(T value) {
   if constexpr (std::is_same_v<T, double>) return value;
   else return to_float(value);
+}
+
+/// The one rounding of a reduction: accumulation type to element type, to nearest even.
+template <class T>
+AMSP_HOST_DEVICE AMSP_FORCE_INLINE T round_to(accumulator_t<T> value) {
+  if constexpr (std::is_same_v<T, accumulator_t<T>>) return value;
+  else return from_float<T>(value);
 }
 
 /// Bytes a rank writes in one collective from which on it bypasses the caches: far beyond the
@@ -108,7 +116,7 @@ void reduce_into(T* const* outputs, int n_out, const T* const* inputs, int n_in,
     }
     const void* result = acc;
     if constexpr (!std::is_same_v<T, Acc>) {
-      for (std::size_t i = 0; i < m; ++i) narrow[i] = from_float<T>(acc[i]);
+      for (std::size_t i = 0; i < m; ++i) narrow[i] = round_to<T>(acc[i]);
       result = narrow;
     }
     for (int k = 0; k < n_out; ++k) copy_bytes(outputs[k] + begin, result, m * sizeof(T), streaming);
