@@ -44,8 +44,7 @@ struct Lion {
   }
   template <class V>
   AMSP_HOST_DEVICE AMSP_FORCE_INLINE static void apply(const Coefficients& c, V& p, V g, V (&s)[1]) {
-    const V direction = detail::sign_of(c.beta1 * s[0] + c.one_minus_beta1 * g);
-    p = p * c.decay - c.lr * direction;
+    p = p * c.decay - detail::signed_magnitude(c.beta1 * s[0] + c.one_minus_beta1 * g, c.lr);
     s[0] = c.beta2 * s[0] + c.one_minus_beta2 * g;
   }
 };

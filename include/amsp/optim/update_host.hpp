@@ -10,6 +10,7 @@
 // gradients, 2 for bf16, against 28 bytes moved by AdamW); bench/README.md measures it. An engine
 // that has already computed a finite global sum of squares passes skip_nonfinite = false.
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <span>
@@ -27,7 +28,8 @@ namespace amsp::optim {
 namespace detail {
 inline namespace AMSP_OPTIM_ISA {
 
-/// The per-element body over [begin, end): SIMD registers first, then single lanes.
+/// The per-element body over [begin, end): SIMD registers first, then single lanes. The written
+/// parameters are not prefetched: they are only written, and a read prefetch of them did not help.
 template <update_rule R, bool WriteParams, class G, class P>
 void update_range(const typename R::Coefficients& coefficients, float* master,
                   const std::array<float*, R::state_count>& state_pointers, const G* grads, P* params, float grad_scale,
@@ -38,25 +40,30 @@ void update_range(const typename R::Coefficients& coefficients, float* master,
   const typename R::Coefficients c = coefficients;
   float* states[count];
   for (int k = 0; k < count; ++k) states[k] = state_pointers[static_cast<std::size_t>(k)];
-  std::size_t i = begin;
-  for (; i + simd_width <= end; i += simd_width) {
-    simd_float p = load_lanes(master + i);
-    simd_float s[count];
-    for (int k = 0; k < count; ++k) s[k] = load_lanes(states[k] + i);
-    R::apply(c, p, load_lanes(grads + i) * grad_scale, s);
-    store_lanes(master + i, p);
-    for (int k = 0; k < count; ++k) store_lanes(states[k] + i, s[k]);
-    if constexpr (WriteParams) store_lanes(params + i, p);
-  }
-  for (; i < end; ++i) {
-    float p = master[i];
-    float s[count];
-    for (int k = 0; k < count; ++k) s[k] = states[k][i];
-    R::apply(c, p, to_float(grads[i]) * grad_scale, s);
-    master[i] = p;
-    for (int k = 0; k < count; ++k) states[k][i] = s[k];
-    if constexpr (WriteParams) params[i] = from_float<P>(p);
-  }
+  std::array<PrefetchStream, count + 2> streams;
+  streams[0] = {master, sizeof(float)};
+  for (int k = 0; k < count; ++k) streams[static_cast<std::size_t>(k) + 1] = {states[k], sizeof(float)};
+  streams[count + 1] = {grads, sizeof(G)};
+  walk_lanes(
+      begin, end, streams,
+      [&](std::size_t i) {
+        simd_float p = load_lanes(master + i);
+        simd_float s[count];
+        for (int k = 0; k < count; ++k) s[k] = load_lanes(states[k] + i);
+        R::apply(c, p, load_lanes(grads + i) * grad_scale, s);
+        store_lanes(master + i, p);
+        for (int k = 0; k < count; ++k) store_lanes(states[k] + i, s[k]);
+        if constexpr (WriteParams) store_lanes(params + i, p);
+      },
+      [&](std::size_t i) {
+        float p = master[i];
+        float s[count];
+        for (int k = 0; k < count; ++k) s[k] = states[k][i];
+        R::apply(c, p, to_float(grads[i]) * grad_scale, s);
+        master[i] = p;
+        for (int k = 0; k < count; ++k) states[k][i] = s[k];
+        if constexpr (WriteParams) params[i] = from_float<P>(p);
+      });
 }
 
 }  // namespace AMSP_OPTIM_ISA
@@ -82,14 +89,14 @@ StepResult update_host(const R& rule, const ShardState<R>& shard, std::span<cons
   const int workers = detail::worker_count(n, opt.threads);
   if (opt.skip_nonfinite) {
     std::atomic<bool> nonfinite{false};
-    detail::run_workers(workers, [&](int w) {
-      const auto [begin, end] = detail::chunk_of(n, workers, w);
-      if (!detail::all_finite_range(grads.data() + begin, end - begin)) nonfinite.store(true, std::memory_order_relaxed);
+    detail::for_each_block(n, workers, [&](std::size_t begin, std::size_t end) {
+      // Once one block has failed the rest need not be read.
+      if (!nonfinite.load(std::memory_order_relaxed) && !detail::all_finite_range(grads.data() + begin, end - begin))
+        nonfinite.store(true, std::memory_order_relaxed);
     });
     if (nonfinite.load(std::memory_order_relaxed)) return StepResult{true};
   }
-  detail::run_workers(workers, [&](int w) {
-    const auto [begin, end] = detail::chunk_of(n, workers, w);
+  detail::for_each_block(n, workers, [&](std::size_t begin, std::size_t end) {
     if (params_out.empty())
       detail::update_range<R, false>(c, shard.master.data(), states, grads.data(), static_cast<P*>(nullptr),
                                      opt.grad_scale, begin, end);
