@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Pairs each optimizer benchmark with its stream reference in a Google Benchmark JSON file and
 prints the ratio of median bytes_per_second (run with --benchmark_repetitions=N so medians exist).
-Host results also get the ratio of bytes per second of the calling thread's CPU time, which stays
-stable when other processes compete for the cores (see bench/README.md).
+Host results also get the ratio of bytes per second of CPU time (the host benchmarks measure the
+process's CPU time, all threads), which moves less than wall-clock time when other processes
+compete for the cores (see bench/README.md).
     python3 bench/optim/pair_ratios.py result.json
 """
 import json
