@@ -51,9 +51,15 @@ public:
   /// Non-blocking completion check; errors of the operation are thrown here or by wait().
   [[nodiscard]] bool test() {
     if (!state_) return true;
-    if (!state_->test()) return false;
-    state_.reset();
-    return true;
+    bool done = false;
+    try {
+      done = state_->test();
+    } catch (...) {
+      state_.reset();  // the error is the operation's completion: delivered once
+      throw;
+    }
+    if (done) state_.reset();
+    return done;
   }
   /// Blocks until completion; rethrows the operation's error (e.g. rule comm.aborted). Calling it
   /// again after it returned is a no-op.

@@ -24,14 +24,14 @@ public:
   explicit CompletionState(std::function<void()> on_abandon) : on_abandon_(std::move(on_abandon)) {}
 
   bool test() override {
-    std::lock_guard lock(mutex_);
-    if (done_ && error_) std::rethrow_exception(error_);
+    std::unique_lock lock(mutex_);
+    if (done_) deliver_error(lock);
     return done_;
   }
   void wait() override {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
+    deliver_error(lock);
   }
   void abandon() noexcept override {
     try {
@@ -49,6 +49,18 @@ public:
   }
 
 private:
+  // Hands the error over instead of sharing it: the waiting thread then holds every reference to
+  // the exception object, so it is also destroyed there, never by the worker dropping this state
+  // while the waiter still reads it (exception_ptr's reference count lives in the uninstrumented
+  // runtime, where ThreadSanitizer cannot see that ordering). Delivered once.
+  void deliver_error(std::unique_lock<std::mutex>& lock) {
+    if (!error_) return;
+    std::exception_ptr error = std::move(error_);
+    error_ = nullptr;
+    lock.unlock();
+    std::rethrow_exception(error);
+  }
+
   std::function<void()> on_abandon_;
   std::mutex mutex_;
   std::condition_variable cv_;
