@@ -62,19 +62,7 @@ public:
   /// throws, because the generation only advances once all have arrived.
   void arrive_and_wait() {
     std::unique_lock lock(mutex_);
-    if (world_.aborted()) {
-      lock.unlock();
-      world_.throw_aborted();
-    }
-    const std::size_t generation = generation_;
-    if (++arrived_ == count_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != generation || world_.aborted(); });
-    if (generation_ == generation) {
+    if (world_.aborted() || !arrive(lock, /*abortable=*/true)) {
       lock.unlock();
       world_.throw_aborted();
     }
@@ -86,18 +74,26 @@ public:
   /// a peer may still read or write them.
   void arrive_and_wait_uninterruptible() {
     std::unique_lock lock(mutex_);
+    (void)arrive(lock, /*abortable=*/false);
+  }
+
+private:
+  friend class AbortSwitch;
+
+  // Counts this thread in and waits until the last one arrives (or, when abortable, until the
+  // world aborts); true if the barrier completed.
+  bool arrive(std::unique_lock<std::mutex>& lock, bool abortable) {
     const std::size_t generation = generation_;
     if (++arrived_ == count_) {
       arrived_ = 0;
       ++generation_;
       cv_.notify_all();
-      return;
+      return true;
     }
-    cv_.wait(lock, [&] { return generation_ != generation; });
+    cv_.wait(lock, [&] { return generation_ != generation || (abortable && world_.aborted()); });
+    return generation_ != generation;
   }
 
-private:
-  friend class AbortSwitch;
   void wake() {
     std::lock_guard lock(mutex_);
     cv_.notify_all();
