@@ -141,7 +141,15 @@ void BM_threads(benchmark::State& state, op_kind kind) { time_collective<HostBuf
 
 #if defined(AMSP_HAS_CUDA)
 // The collectives on device buffers (the CUDA data mover comes with threads_cuda_mover.cu).
-void BM_threads_device(benchmark::State& state, op_kind kind) { time_collective<DeviceBuffers>(state, kind); }
+void BM_threads_device(benchmark::State& state, op_kind kind) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    state.SkipWithError("no usable CUDA device");
+    return;
+  }
+  time_collective<DeviceBuffers>(state, kind);
+}
 
 void device_sweep(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ranks", "bytes"});
