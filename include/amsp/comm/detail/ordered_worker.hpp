@@ -55,8 +55,7 @@ private:
   // runtime, where ThreadSanitizer cannot see that ordering). Delivered once.
   void deliver_error(std::unique_lock<std::mutex>& lock) {
     if (!error_) return;
-    std::exception_ptr error = std::move(error_);
-    error_ = nullptr;
+    const std::exception_ptr error = std::exchange(error_, nullptr);
     lock.unlock();
     std::rethrow_exception(error);
   }
