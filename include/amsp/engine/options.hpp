@@ -44,6 +44,11 @@ struct EngineOptions {
   bool average_gradients = true;
   /// Alignment of every tensor and shard boundary inside a bucket's flat buffer.
   std::size_t alignment_bytes = 64;
+  /// Before each collective, every rank agrees on what it issues (operation, bucket, count, dtype,
+  /// root, step, micro-batch): a difference is rule comm.collective_mismatch on every rank instead
+  /// of a hang or a wrong result. Costs one small all_gather per collective, on its communicator
+  /// (docs/reliability.md). The environment variable AMSP_CHECK_COLLECTIVES=1 also turns it on.
+  bool check_collectives = false;
 };
 
 /// One bucket: the tensors whose collectives are issued together (typically one layer).
