@@ -339,6 +339,60 @@ public:
     return amsp::expected_traffic(groups_, layouts, scenario, rank_);
   }
 
+  // ---- shard access (checkpoints: amsp/io) ---------------------------------------------------
+  /// One contiguous run of this rank's optimizer-state shard of a bucket: `count` elements at
+  /// `bucket_offset` of the bucket's flat layout, stored at `shard_offset` of master_shard(b) and
+  /// of every state_shard(b, s). Even split: one run; whole-tensor layout: one per owned segment.
+  struct OsShardRun {
+    std::size_t bucket_offset = 0;
+    std::size_t shard_offset = 0;
+    std::size_t count = 0;
+  };
+  [[nodiscard]] std::vector<OsShardRun> os_shard_runs(int b) const {
+    std::vector<OsShardRun> runs;
+    for (const OsPiece& piece : os_pieces(at(b))) runs.push_back({piece.bucket_offset, piece.os_offset, piece.count});
+    return runs;
+  }
+  /// This rank's fp32 master weights of bucket b (os_shard_runs(b) says where each run sits).
+  [[nodiscard]] std::span<float> master_shard(int b) {
+    Bucket& bucket = at(b);
+    wait_spread(bucket);
+    return {bucket.master.data(), bucket.master.size()};
+  }
+  /// This rank's optimizer state s (0 <= s < Rule::state_count, e.g. AdamW: 0 = m, 1 = v) of bucket b.
+  [[nodiscard]] std::span<float> state_shard(int b, int s) {
+    Bucket& bucket = at(b);
+    check(s >= 0 && s < Rule::state_count, "engine.unknown_state", "state index ", s, " is outside [0, ",
+          Rule::state_count, ") for rule ", Rule::name);
+    wait_spread(bucket);
+    return {bucket.states[static_cast<std::size_t>(s)].data(), bucket.states[static_cast<std::size_t>(s)].size()};
+  }
+  /// Replaces the rule's hyperparameters (validated first); the next step() uses them.
+  void set_rule(const Rule& rule) {
+    rule.validate();
+    rule_ = rule;
+  }
+  /// Sets the optimizer step count (what steps() reports; the next step() applies step + 1).
+  void set_steps(std::int64_t steps) {
+    check(steps >= 0, "engine.step_count", "step count ", steps, " must be >= 0");
+    step_ = steps;
+  }
+  /// Collective over the world: rewrites every P shard from the fp32 master weights (after they
+  /// were written through master_shard(b)), exactly as step() writes parameters, then spreads
+  /// them. Between micro-batches only.
+  void refresh_params_from_master() {
+    check(!open_, "engine.step_pending", "refresh_params_from_master() inside a micro-batch");
+    for (Bucket& b : buckets_) {
+      wait_spread(b);
+      check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+            "' is still gathered; release it before refresh_params_from_master()");
+      for (const OsPiece& piece : os_pieces(b))
+        for (std::size_t i = 0; i < piece.count; ++i)
+          b.p_store[piece.bucket_offset - b.geo.p.begin + i] = from_float<ParamT>(b.master[piece.os_offset + i]);
+      spread(b);
+    }
+  }
+
 private:
   static constexpr int no_grad_slot = -1;
   static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
@@ -606,6 +660,11 @@ private:
       optim::update_host(rule_, shard, std::span<const float>(grads + piece.os_offset, piece.count), out,
                          optim::StepOptions{step_, grad_scale, false});
     }
+    spread(b);
+  }
+
+  // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
+  void spread(Bucket& b) {
     if (!spread_comm_) return;
     if (!whole_tensor()) {
       ParamT* p = b.p_store.data();
