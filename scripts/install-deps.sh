@@ -10,6 +10,7 @@ packages=(
   doctest-dev libbenchmark-dev     # tests, benchmarks
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
   wamerican                        # /usr/share/dict/words: the examples' toy corpus
+  clang libclang-rt-14-dev         # libFuzzer harnesses of fuzz/ (ctest label fuzz)
 )
 
 missing=()
