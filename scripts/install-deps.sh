@@ -9,7 +9,7 @@ packages=(
   cmake ninja-build g++            # build
   doctest-dev libbenchmark-dev     # tests, benchmarks
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
-  wamerican                        # /usr/share/dict/words: the examples' toy corpus
+  fortunes                         # /usr/share/games/fortunes: the main example's English text
 )
 
 missing=()
