@@ -7,6 +7,8 @@
 #   scripts/cluster.sh run -- ARGS...   mpirun ARGS across the nodes (ranks fill node 0 first)
 #   scripts/cluster.sh counters         "node<k> <tx bytes> <rx bytes>" of each node's link
 #   scripts/cluster.sh status           the configuration, or "down" (exit 1)
+# Environment: AMSP_CLUSTER_NAME (amspn; the prefix of every name, so that a test's cluster and a
+# user's can coexist), AMSP_CLUSTER_STATE (/run/$AMSP_CLUSTER_NAME), AMSP_CLUSTER_COLL (pinned).
 #
 # Topology: every object lives in a network namespace this script creates, nothing in the host's:
 # a switch namespace (amspn-sw) holds a bridge; each node namespace (amspn-n<k>) and the launcher
@@ -16,7 +18,8 @@
 # Must run as root (ip netns); exits 77 (the ctest skip code) when it cannot.
 set -Eeuo pipefail
 
-readonly PREFIX=amspn
+readonly PREFIX=${AMSP_CLUSTER_NAME:-amspn}  # several clusters may coexist under different names
+[[ $PREFIX =~ ^amspn[a-z0-9]{0,6}$ ]] || { echo "cluster.sh: AMSP_CLUSTER_NAME must be amspn followed by up to 6 of [a-z0-9], got '$PREFIX'" >&2; exit 2; }
 readonly SUBNET=10.251.14
 readonly STATE=${AMSP_CLUSTER_STATE:-/run/${PREFIX}}
 readonly SWITCH=${PREFIX}-sw HEAD=${PREFIX}-head

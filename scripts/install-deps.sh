@@ -10,6 +10,7 @@ packages=(
   doctest-dev libbenchmark-dev     # tests, benchmarks
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
   wamerican                        # /usr/share/dict/words: the examples' toy corpus
+  iproute2 python3                 # the emulated cluster (scripts/cluster.sh) and its checks
 )
 
 missing=()
