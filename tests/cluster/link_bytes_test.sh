@@ -21,7 +21,7 @@ if ! command -v mpirun >/dev/null || ! command -v python3 >/dev/null; then echo 
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 "$cluster" up 2 $RANKS_PER_NODE 1gbit  # exits 77 without root or ip netns
 
-tx_total() { "$cluster" counters | awk '{ s += $2 } END { print s }'; }
+tx_total() { "$cluster" counters | awk '{ s += $2 } END { printf "%.0f\n", s }'; }
 run() {  # run STEPS: prints "<link bytes sent by all nodes> <final JSON line>"
   local before after json
   before=$(tx_total)
