@@ -4,9 +4,13 @@
 // inter-node bytes per rank, and the bytes the node links should carry under the collective
 // algorithms scripts/cluster.sh pins. Used by scripts/cluster-check.sh.
 //
-//   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbps 1
-//       --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9 [--global-batch 256]
-//       [--micro-batches 1] [--hidden 256] [--layers 2] [--intra-gbps 2] [--overlap-slowdown 0]
+//   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbit 1
+//       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
+//       [--global-batch 256]
+//       [--micro-batches 1] [--hidden 256] [--layers 2] [--intra-gbytes 2] [--overlap-slowdown 0]
+// --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
+// price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
+// --intra-latency and --inter-latency seconds per algorithm step (default 0).
 
 #include <cstdio>
 #include <cstdlib>
@@ -65,14 +69,16 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-std::vector<std::string> split(const std::string& list) {
+// Splits at `separator` outside parentheses (plans such as mics(2) contain none, but p=..,g=.. do
+// contain commas, hence ';' between plans).
+std::vector<std::string> split(const std::string& list, char separator) {
   std::vector<std::string> out;
   std::size_t start = 0;
   int depth = 0;
   for (std::size_t i = 0; i <= list.size(); ++i) {
     if (i < list.size() && list[i] == '(') ++depth;
     if (i < list.size() && list[i] == ')') --depth;
-    if (i == list.size() || (list[i] == ';' && depth == 0)) {
+    if (i == list.size() || (list[i] == separator && depth == 0)) {
       if (i > start) out.push_back(list.substr(start, i - start));
       start = i + 1;
     }
@@ -94,18 +100,30 @@ int run(int argc, char** argv) {
   }
   Cluster cluster;
   cluster.mesh = mesh;
-  cluster.links = Links{a.number("intra-gbps", 2.0) * 1e9, a.number("node-gbps", 1.0) * 1e9 / 8, 0, 0};
+  cluster.links = Links{a.number("intra-gbytes", 2.0) * 1e9, a.number("node-gbit", 1.0) * 1e9 / 8,
+                        a.number("intra-latency", 0.0), a.number("inter-latency", 0.0)};
   if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
   const double kappa = a.number("overlap-slowdown", 0.0);
-  const ComputeModel compute{a.number("seconds-per-sample", 0), a.number("forward-fraction", 1.0 / 3.0),
-                             a.number("update-seconds-per-param", 0)};
+  // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
+  // communication, all of the model's parameters updated), or given directly.
+  ComputeModel compute{a.number("seconds-per-sample", 0), a.number("forward-fraction", 1.0 / 3.0),
+                       a.number("update-seconds-per-param", 0)};
+  if (const std::string c = a.text("calibration"); !c.empty()) {
+    std::vector<CalibrationStep> steps;
+    for (const std::string& point : split(c, ',')) {
+      const std::size_t colon = point.find(':');
+      check(colon != std::string::npos, "cli.value", "--calibration needs samples:seconds pairs, got '", point, "'");
+      steps.push_back({std::stod(point.substr(0, colon)), std::stod(point.substr(colon + 1))});
+    }
+    compute = fit_compute_model(steps, params, compute.forward_fraction);
+  }
   const int M = static_cast<int>(a.number("micro-batches", 1));
   const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
   ScheduleOptions schedule;  // the example: fp32 on the wire, gathered layers kept for backward
   schedule.param_wire_bytes = 4;
   schedule.grad_wire_bytes = 4;
   schedule.reshard_after_forward = false;
-  for (const std::string& name : split(a.text("plans", "ddp"))) {
+  for (const std::string& name : split(a.text("plans", "ddp"), ';')) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
@@ -120,9 +138,9 @@ int run(int argc, char** argv) {
     const StepTime s = step_time(measured_step_compute(plan, compute, samples, M, params), kappa, terms, seconds);
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
-                "\"link_bytes_per_node\":%.0f}\n",
+                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g}\n",
                 to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
-                inter_per_rank, link_bytes / mesh.nodes());
+                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param);
   }
   return 0;
 }
