@@ -6,6 +6,7 @@
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/collective_cost.hpp"
 #include "amsp/planner/comm_model.hpp"
+#include "amsp/planner/compute_model.hpp"
 #include "amsp/planner/schedule_options.hpp"
 #include "amsp/planner/memory_model.hpp"
 #include "amsp/planner/model.hpp"
