@@ -10,6 +10,7 @@ packages=(
   doctest-dev libbenchmark-dev     # tests, benchmarks
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
   fortunes                         # /usr/share/games/fortunes: the main example's English text
+  iproute2 python3                 # the emulated cluster (scripts/cluster.sh) and its checks
 )
 
 missing=()

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "amsp/planner/cli.hpp"
+#include "plan_cli.hpp"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return amsp::planner::cli_main(args, std::cout, std::cerr);
+  return amsp_plan::cli_main(args, std::cout, std::cerr);
 }

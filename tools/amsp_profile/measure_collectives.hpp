@@ -1,35 +1,24 @@
 #pragma once
-// Measuring a bandwidth profile: for every collective a planner prices (op × group shape ×
-// message size), the mean time of one collective when every group of that shape on the mesh runs
-// it at once, as the engine does. Works on any Communicator; the JSON format is documented in
-// docs/collectives.md ("Bandwidth profiles").
+// amsp-profile's measurement: for every collective a planner prices (op × group shape × message
+// size), the mean time of one collective when every group of that shape on the mesh runs it at
+// once, as the engine does. Works on any Communicator. The entries and their JSON document are
+// the library's (amsp/planner/bandwidth_profile.hpp: the format's one home, reader and writer).
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
 #include "amsp/comm/op.hpp"
-#include "amsp/comm/traffic.hpp"
 #include "amsp/core/buffer.hpp"
-#include "amsp/core/json.hpp"
+#include "amsp/planner/bandwidth_profile.hpp"
 #include "amsp/sharding/groups.hpp"
 
-namespace amsp::profile {
+namespace amsp_profile {
 
-inline constexpr std::string_view format_name = "amsp-bandwidth-profile/1";
-
-struct Entry {
-  comm::op_kind op = comm::op_kind::all_gather;
-  Factor group;
-  std::uint64_t bytes = 0;  ///< S: gathered size (AG), input size (RS), buffer size (AR, BC)
-  double seconds = 0;       ///< mean time of one collective
-
-  [[nodiscard]] double algbw_gbps() const { return static_cast<double>(bytes) / seconds / 1e9; }
-  [[nodiscard]] double busbw_gbps() const { return algbw_gbps() * comm::bus_bandwidth_factor(op, group.size()); }
-};
+using namespace amsp;
+using planner::ProfileEntry;
 
 /// Every aligned-block group shape of the mesh with at least two ranks (a | R, b | N, b > 1 only
 /// if a = R), smallest first.
@@ -54,11 +43,11 @@ struct Entry {
 /// arguments; the times are rank 0's, between two world barriers). Sizes are rounded down to a
 /// multiple of 4 × group size bytes so that every rank holds a whole number of fp32 elements.
 template <comm::communicator C>
-[[nodiscard]] std::vector<Entry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
+[[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
                                          const std::vector<Factor>& shapes, const std::vector<std::uint64_t>& sizes) {
   mesh.check_world_size(world.size());
   using Clock = std::chrono::steady_clock;
-  std::vector<Entry> entries;
+  std::vector<ProfileEntry> entries;
   for (const Factor& shape : shapes) {
     C group = world.split(factor_groups(mesh, shape));
     const auto g = static_cast<std::uint64_t>(shape.size());
@@ -86,33 +75,10 @@ template <comm::communicator C>
         for (int i = 0; i < iterations; ++i) once();
         world.barrier();
         const double seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
-        entries.push_back(Entry{op, shape, bytes, seconds});
+        entries.push_back(ProfileEntry{op, shape, bytes, seconds});
       }
   }
   return entries;
 }
 
-/// The profile document: {"format", "backend", "mesh", "host", "entries": [...]}.
-[[nodiscard]] inline Json to_json(const std::vector<Entry>& entries, std::string_view backend, const Mesh& mesh,
-                                  std::string_view host) {
-  Json doc = Json::object();
-  doc["format"] = format_name;
-  doc["backend"] = backend;
-  doc["mesh"] = to_string(mesh);
-  doc["host"] = host;
-  Json list = Json::array();
-  for (const Entry& e : entries) {
-    Json item = Json::object();
-    item["op"] = comm::name_of(e.op);
-    item["group"] = to_string(e.group);
-    item["bytes"] = e.bytes;
-    item["seconds"] = e.seconds;
-    item["algbw_gbps"] = e.algbw_gbps();
-    item["busbw_gbps"] = e.busbw_gbps();
-    list.push_back(std::move(item));
-  }
-  doc["entries"] = std::move(list);
-  return doc;
-}
-
-}  // namespace amsp::profile
+}  // namespace amsp_profile
