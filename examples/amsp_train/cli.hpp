@@ -30,7 +30,7 @@ Options (defaults in brackets):
   --width C              embedding width                                           [64]
   --heads H              attention heads (C must be a multiple)                    [4]
   --layers L             transformer blocks                                        [2]
-  --lr X                 peak learning rate (AdamW, betas 0.9/0.95)                [3e-3]
+  --lr X                 peak learning rate (AdamW, betas 0.9/0.95)                [1e-2]
   --warmup N             linear warm-up steps, then cosine decay to the minimum     [30]
   --min-lr-ratio X       final learning rate / peak                                [0.1]
   --weight-decay X       decay of the matrices (not biases or LayerNorm)           [0]

@@ -27,7 +27,7 @@ namespace amsp_train {
 /// Linear warm-up to `peak` over `warmup` steps, then cosine decay to `peak · min_ratio` at step
 /// `total` (and flat after it). Steps are 1-based, as the engine counts them.
 struct LrSchedule {
-  float peak = 3e-3f;
+  float peak = 1e-2f;
   float min_ratio = 0.1f;
   std::int64_t warmup = 20;
   std::int64_t total = 300;
