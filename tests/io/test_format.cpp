@@ -1,0 +1,3 @@
+#include <doctest/doctest.h>
+#include "amsp/io/checkpoint.hpp"
+TEST_CASE("placeholder") {}
