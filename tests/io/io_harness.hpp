@@ -57,13 +57,15 @@ void set_initial_values(Engine& opt) {
     }
 }
 
-/// Steps [first, last) of the job of run_job (same gradients for the same step index).
-template <class Engine>
-void train(Engine& opt, int rank, const JobConfig& job, int first, int last) {
+/// Steps [first, last) of a job whose micro-batch m of step `step` on this rank uses the gradients
+/// gradient(seed, step, sample_of(m), ...).
+template <class Engine, class SampleOf>
+void train_samples(Engine& opt, std::uint64_t seed, int micro_batches, int first, int last, SampleOf&& sample_of) {
   using ParamT = typename Engine::param_type;
   for (int step = first; step < last; ++step) {
-    for (int m = 0; m < job.micro_batches; ++m) {
-      opt.start_micro_batch(m == job.micro_batches - 1);
+    for (int m = 0; m < micro_batches; ++m) {
+      opt.start_micro_batch(m == micro_batches - 1);
+      const auto [micro, rank] = sample_of(m);
       std::size_t tensor = 0;
       for (int b = 0; b < opt.bucket_count(); ++b) {
         const std::span<const ParamT> full = opt.gather(b);
@@ -71,7 +73,7 @@ void train(Engine& opt, int rank, const JobConfig& job, int first, int last) {
         for (const TensorSlot& slot : opt.layout(b).slots()) {
           for (std::size_t i = 0; i < slot.numel; ++i)
             grads[slot.offset + i] = from_float<ParamT>(
-                static_cast<float>(gradient(job.seed, step, m, rank, tensor, i, to_float(full[slot.offset + i]))));
+                static_cast<float>(gradient(seed, step, micro, rank, tensor, i, to_float(full[slot.offset + i]))));
           ++tensor;
         }
         opt.release(b);
@@ -80,6 +82,22 @@ void train(Engine& opt, int rank, const JobConfig& job, int first, int last) {
     }
     opt.step();
   }
+}
+
+/// Steps [first, last) of the job of run_job (same gradients for the same step index).
+template <class Engine>
+void train(Engine& opt, int rank, const JobConfig& job, int first, int last) {
+  train_samples(opt, job.seed, job.micro_batches, first, last, [&](int m) { return std::pair{m, rank}; });
+}
+
+/// Steps [first, last) of a job with a global batch of `global_batch` samples per step, split
+/// evenly over the world (rank r takes samples r*M .. r*M + M - 1 as its M micro-batches). The
+/// averaged gradient is the same whatever the world size, so runs on different worlds differ by
+/// rounding only: what resharding tests compare.
+template <class Engine>
+void train_global_batch(Engine& opt, int rank, int world, int global_batch, int first, int last) {
+  const int micro_batches = global_batch / world;
+  train_samples(opt, 42, micro_batches, first, last, [&](int m) { return std::pair{0, rank * micro_batches + m}; });
 }
 
 /// The full parameters every rank sees, widened to float, one vector per tensor.
