@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -60,9 +61,11 @@ void set_initial_values(Engine& opt) {
 /// Steps [first, last) of a job whose micro-batch m of step `step` on this rank uses the gradients
 /// gradient(seed, step, sample_of(m), ...).
 template <class Engine, class SampleOf>
-void train_samples(Engine& opt, std::uint64_t seed, int micro_batches, int first, int last, SampleOf&& sample_of) {
+void train_samples(Engine& opt, std::uint64_t seed, int micro_batches, int first, int last, SampleOf&& sample_of,
+                   const std::function<float(int)>& lr_at = {}) {
   using ParamT = typename Engine::param_type;
   for (int step = first; step < last; ++step) {
+    if (lr_at) opt.set_lr(lr_at(step));
     for (int m = 0; m < micro_batches; ++m) {
       opt.start_micro_batch(m == micro_batches - 1);
       const auto [micro, rank] = sample_of(m);
@@ -87,7 +90,7 @@ void train_samples(Engine& opt, std::uint64_t seed, int micro_batches, int first
 /// Steps [first, last) of the job of run_job (same gradients for the same step index).
 template <class Engine>
 void train(Engine& opt, int rank, const JobConfig& job, int first, int last) {
-  train_samples(opt, job.seed, job.micro_batches, first, last, [&](int m) { return std::pair{m, rank}; });
+  train_samples(opt, job.seed, job.micro_batches, first, last, [&](int m) { return std::pair{m, rank}; }, job.lr_at);
 }
 
 /// Steps [first, last) of a job with a global batch of `global_batch` samples per step, split

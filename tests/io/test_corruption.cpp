@@ -144,5 +144,19 @@ TEST_CASE("mismatches with the loading engine are named errors") {
   });
   CHECK(rules[0] == "ckpt.model_mismatch ckpt.exists");
   CHECK(rules[1] == "ckpt.model_mismatch ckpt.exists");
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    amsp::EngineOptions options;
+    options.param_groups = {{"l0.bias", {.lr_scale = 1.0f, .weight_decay = false}}};
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero3", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model(), options);
+    try {
+      (void)amsp::io::load(opt, comm, scratch / "c");
+      rules[comm.rank()] = "(loaded)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+    }
+  });
+  CHECK(rules[0] == "ckpt.param_group_mismatch");
+  CHECK(rules[1] == "ckpt.param_group_mismatch");
   CHECK(load_rule(scratch / "c") == "(loaded)");  // the refused save left the checkpoint alone
 }

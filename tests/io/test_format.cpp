@@ -104,7 +104,8 @@ amsp::io::Index small_index() {
   index.rule = "sgd";
   index.rows = {"master", "momentum_buffer"};
   index.files = {{"rank-00000.safetensors", 8 + 64 + 80, 72, 1234u}};
-  index.tensors = {{"w", "b0", {2, 5}, {{0, 4, 0, 72, 1u}, {4, 6, 0, 72 + 32, 2u}}}};
+  index.tensors = {{"w", "b0", {2, 5}, amsp::io::rule_fields_to_json(amsp::ParamGroup{}),
+                    {{0, 4, 0, 72, 1u}, {4, 6, 0, 72 + 32, 2u}}}};
   index.user_blobs = {{"", 0, 0}, {"user-rank-00001.bin", 3, 7u}};
   return index;
 }

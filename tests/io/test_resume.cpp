@@ -4,6 +4,7 @@
 // user section come back.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "amsp/optim/adam.hpp"
@@ -35,6 +36,7 @@ Params resumed_run(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& r
   amsp::EngineOptions options;
   options.os_layout = job.os_layout;
   options.max_grad_norm = job.max_grad_norm;
+  options.param_groups = job.param_groups;
   Params out;
   std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
   amsp::comm::run_on_threads(mesh.world_size(), [&](Threads& comm) {
@@ -51,7 +53,7 @@ Params resumed_run(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& r
     const amsp::io::Restored restored = amsp::io::load(second, comm, dir / "ckpt");
     REQUIRE(restored.step == cut);
     REQUIRE(second.steps() == cut);
-    REQUIRE(second.rule().lr == rule.lr);
+    REQUIRE(second.rule().lr == (job.lr_at ? job.lr_at(cut - 1) : rule.lr));
     amsp::test::train(second, comm.rank(), job, cut, job.steps);
     per_rank[static_cast<std::size_t>(comm.rank())] = amsp::test::full_params(second);
   });
@@ -103,6 +105,25 @@ TEST_CASE("resume is bitwise for every rule (SGD momentum, Lion, Adam) under ams
                                   straight_run<amsp::optim::Lion, float>(mesh, plan, amsp::optim::Lion{.lr = 1e-3f}, job)));
   CHECK(amsp::test::bitwise_equal(resumed_run<amsp::optim::Adam, float>(mesh, plan, amsp::optim::Adam{.lr = 1e-2f}, job, 5),
                                   straight_run<amsp::optim::Adam, float>(mesh, plan, amsp::optim::Adam{.lr = 1e-2f}, job)));
+}
+
+TEST_CASE("resume is bitwise with a learning-rate schedule and parameter groups (decay mask, lr scale)") {
+  const amsp::Mesh mesh(4, 2);
+  JobConfig job;
+  job.steps = 16;
+  job.lr_at = [](int step) { return 1e-2f * (0.5f + 0.5f * std::cos(0.2f * static_cast<float>(step))); };
+  job.param_groups = {{"l0.bias", {.lr_scale = 1.0f, .weight_decay = false}},
+                      {"l2.scale", {.lr_scale = 0.25f, .weight_decay = false}},
+                      {"l1.weight", {.lr_scale = 2.0f, .weight_decay = true}}};
+  const auto rule = amsp::optim::AdamW{.lr = 1e-2f, .weight_decay = 0.1f};
+  for (const char* name : {"zero3", "amsp-13b"})
+    for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
+      CAPTURE(name);
+      job.os_layout = layout;
+      const amsp::Plan plan = amsp::parse_plan(name, mesh);
+      CHECK(amsp::test::bitwise_equal(resumed_run<amsp::optim::AdamW, float>(mesh, plan, rule, job, 7),
+                                      straight_run<amsp::optim::AdamW, float>(mesh, plan, rule, job)));
+    }
 }
 
 TEST_CASE("the user section comes back: rank 0's values, each rank's blob") {

@@ -20,7 +20,7 @@ namespace amsp::io {
 inline constexpr std::string_view checkpoint_rules[] = {
     "ckpt.not_found",     "ckpt.incomplete",   "ckpt.index_mismatch", "ckpt.version",       "ckpt.index",
     "ckpt.missing_file",  "ckpt.truncated",    "ckpt.header_checksum", "ckpt.header",       "ckpt.checksum",
-    "ckpt.rule_mismatch", "ckpt.model_mismatch", "ckpt.exists",       "ckpt.io",            "optim.hyperparameter",
+    "ckpt.rule_mismatch", "ckpt.model_mismatch", "ckpt.param_group_mismatch", "ckpt.exists",       "ckpt.io",            "optim.hyperparameter",
     "ckpt.failed"};
 
 namespace detail {

@@ -117,7 +117,8 @@ template <class Engine>
   index.user_values = user.values;
   for (int b = 0; b < engine.bucket_count(); ++b)
     for (const TensorSlot& slot : engine.layout(b).slots())
-      index.tensors.push_back({slot.name, engine.bucket(b).name, slot.shape, {}});
+      index.tensors.push_back({slot.name, engine.bucket(b).name, slot.shape,
+                               rule_fields_to_json(engine.param_group(slot.name)), {}});
   return index;
 }
 
@@ -216,6 +217,10 @@ void check_compatible(const Engine& engine, const Index& index) {
       check(t != nullptr, "ckpt.model_mismatch", "tensor '", slot.name, "' is not in the checkpoint");
       check(t->shape == slot.shape, "ckpt.model_mismatch", "tensor '", slot.name,
             "' has another shape in the checkpoint");
+      check(t->group == rule_fields_to_json(engine.param_group(slot.name)), "ckpt.param_group_mismatch", "tensor '",
+            slot.name, "' was saved with parameter-group options ", to_json_string(t->group),
+            " but the engine gives it ", to_json_string(rule_fields_to_json(engine.param_group(slot.name))),
+            " (EngineOptions::param_groups must match to resume the same run)");
     }
   check(tensors == index.tensors.size(), "ckpt.model_mismatch", "the checkpoint holds ", index.tensors.size(),
         " tensors but the engine has ", tensors);

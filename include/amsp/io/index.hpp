@@ -8,6 +8,7 @@
 //     "rows": ["master", "exp_avg", "exp_avg_sq"],
 //     "files": [{"name": "rank-00000.safetensors", "bytes": ..., "header_bytes": ..., "header_crc32c": ...}],
 //     "tensors": [{"name": "l0.weight", "bucket": "layer0", "shape": [13, 7],
+//                  "group": {"lr_scale": 1.0, "weight_decay": true},
 //                  "pieces": [{"begin": 0, "count": 45, "file": 0, "offset": 176, "crc32c": ...}]}],
 //     "user": {"values": {...}, "blobs": [{"file": "user-rank-00000.bin", "bytes": 8, "crc32c": ...}]} }
 //
@@ -42,6 +43,7 @@ struct IndexTensor {
   std::string name;
   std::string bucket;
   std::vector<std::int64_t> shape;
+  Json group = Json::object();     ///< the tensor's parameter-group options (rule_fields.hpp)
   std::vector<IndexPiece> pieces;  ///< sorted by begin, tiling [0, numel)
 
   [[nodiscard]] std::int64_t numel() const {
@@ -120,6 +122,7 @@ struct Index {
     Json shape = Json::array();
     for (std::int64_t d : t.shape) shape.as_array().emplace_back(d);
     j["shape"] = std::move(shape);
+    j["group"] = t.group;
     Json pieces = Json::array();
     for (const IndexPiece& p : t.pieces) {
       Json pj = Json::object();
@@ -234,6 +237,8 @@ inline constexpr std::int64_t crc_max = 0xFFFFFFFFll;
       tensor.shape.push_back(d.as_int());
       numel *= d.as_int();
     }
+    tensor.group = index_member(t, "group");
+    check(tensor.group.is_object(), "ckpt.index", "tensor '", tensor.name, "' group must be an object");
     std::int64_t cursor = 0;
     for (const Json& p : index_array(t, "pieces")) {
       IndexPiece piece;

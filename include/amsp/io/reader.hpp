@@ -13,6 +13,7 @@
 //   a header whose bytes changed               ckpt.header_checksum
 //   a piece whose bytes changed                ckpt.checksum
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -67,6 +68,18 @@ public:
           ") of tensor '", tensor.name, "' in '", file.path(), "' has CRC-32C ", crc, " but the index says ",
           piece.crc32c);
     return rows;
+  }
+
+  /// Row `row` (0: master weights, then each state) of a whole tensor, assembled from its pieces.
+  [[nodiscard]] std::vector<float> read_tensor(const IndexTensor& tensor, std::size_t row) {
+    check(row < index_.rows.size(), "ckpt.index", "row ", row, " is outside the ", index_.rows.size(), " rows");
+    std::vector<float> out(static_cast<std::size_t>(tensor.numel()));
+    for (const IndexPiece& p : tensor.pieces) {
+      const std::vector<float> rows = read_piece(tensor, p);
+      std::copy_n(rows.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(p.count)), p.count,
+                  out.begin() + p.begin);
+    }
+    return out;
   }
 
   /// The user blob saved by rank `saved_rank`, verified.

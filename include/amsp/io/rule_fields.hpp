@@ -7,12 +7,15 @@
 //   checkpoint_state_names(rule)   // AdamW: {"exp_avg", "exp_avg_sq"} (PyTorch's names)
 
 #include <array>
+#include <charconv>
+#include <system_error>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 #include "amsp/core/error.hpp"
 #include "amsp/core/json.hpp"
+#include "amsp/engine/options.hpp"
 #include "amsp/optim/adam.hpp"
 #include "amsp/optim/lion.hpp"
 #include "amsp/optim/sgd_momentum.hpp"
@@ -53,6 +56,14 @@ void checkpoint_fields(Rule& r, Visit&& visit) {
   visit("weight_decay", r.weight_decay);
 }
 
+/// A parameter group's options (EngineOptions::param_groups), saved per tensor.
+template <class Group, class Visit>
+  requires rule_of_type<Group, ParamGroup>
+void checkpoint_fields(Group& g, Visit&& visit) {
+  visit("lr_scale", g.lr_scale);
+  visit("weight_decay", g.weight_decay);
+}
+
 template <bool Decoupled>
 constexpr std::array<std::string_view, 2> checkpoint_state_names(const optim::AdamRule<Decoupled>&) {
   return {"exp_avg", "exp_avg_sq"};
@@ -62,13 +73,24 @@ constexpr std::array<std::string_view, 1> checkpoint_state_names(const optim::Sg
 }
 constexpr std::array<std::string_view, 1> checkpoint_state_names(const optim::Lion&) { return {"exp_avg"}; }
 
-/// The rule's hyperparameters as a JSON object (field name -> number or boolean).
+/// The double whose shortest decimal form is the float's (0.001f -> 0.001, not 0.0010000000474974513)
+/// when it converts back to exactly the same float; the float's exact value otherwise.
+[[nodiscard]] inline double readable_double(float value) {
+  char text[32];
+  const auto written = std::to_chars(text, text + sizeof text, value);
+  double shortest = 0;
+  const auto read = std::from_chars(text, written.ptr, shortest);
+  const bool exact = written.ec == std::errc{} && read.ec == std::errc{} && static_cast<float>(shortest) == value;
+  return exact ? shortest : static_cast<double>(value);
+}
+
+/// The fields of a rule (or a parameter group) as a JSON object (field name -> number or boolean).
 template <class Rule>
 [[nodiscard]] Json rule_fields_to_json(const Rule& rule) {
   Json fields = Json::object();
   checkpoint_fields(rule, [&](std::string_view name, const auto& value) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, bool>) fields[name] = value;
-    else fields[name] = static_cast<double>(value);
+    else fields[name] = readable_double(value);
   });
   return fields;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Whole-tensor views of a checkpoint, for tools and inference: export the parameters (the master
+// Whole-checkpoint operations (the amsp-ckpt tool, inference): export the parameters (the master
 // weights, rounded to the chosen dtype exactly as the engine rounds parameters) into one
-// safetensors file under the user's tensor names, and compare two checkpoints tensor by tensor.
+// safetensors file under the user's tensor names, compare two checkpoints tensor by tensor, and
+// verify every checksum.
 // Both read one tensor at a time, so memory stays at the largest tensor.
 
 #include <algorithm>
