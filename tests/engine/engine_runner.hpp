@@ -4,8 +4,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "amsp/comm/threads.hpp"
 #include "amsp/engine/sharded_optimizer.hpp"
 #include "engine_harness.hpp"
 
@@ -17,6 +21,14 @@ struct JobConfig {
   float max_grad_norm = 0.0f;
   OsLayout os_layout = OsLayout::even_split;
   std::uint64_t seed = 42;
+  /// Learning rate of each step (0-based), set before it; empty: the rule's own.
+  std::function<float(int)> lr_at;
+  /// EngineOptions::param_groups of the run.
+  std::map<std::string, ParamGroup, std::less<>> param_groups;
+  /// Backward adds into grad_buffer(b) (+=, llm.c's style) instead of assigning.
+  bool accumulate_grads = false;
+  /// EngineOptions::zero_grad_buffers of the run.
+  bool zero_grad_buffers = true;
 };
 
 /// Final full parameters, one vector per tensor in model order.
@@ -30,6 +42,8 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   EngineOptions options;
   options.os_layout = job.os_layout;
   options.max_grad_norm = job.max_grad_norm;
+  options.param_groups = job.param_groups;
+  options.zero_grad_buffers = job.zero_grad_buffers;
   ShardedOptimizer<Comm, Rule, ParamT> opt(comm, mesh, plan, rule, odd_model(), options);
   std::size_t t = 0;
   for (int b = 0; b < opt.bucket_count(); ++b)
@@ -40,6 +54,9 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
       ++t;
     }
   for (int step = 0; step < job.steps; ++step) {
+    if (job.lr_at) {
+      if constexpr (requires { opt.set_lr(1.0f); }) opt.set_lr(job.lr_at(step));
+    }
     for (int m = 0; m < job.micro_batches; ++m) {
       opt.start_micro_batch(m == job.micro_batches - 1);
       std::size_t tensor = 0;
@@ -47,9 +64,12 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
         const std::span<const ParamT> full = opt.gather(b);
         const std::span<ParamT> grads = opt.grad_buffer(b);
         for (const TensorSlot& slot : opt.layout(b).slots()) {
-          for (std::size_t i = 0; i < slot.numel; ++i)
-            grads[slot.offset + i] = from_float<ParamT>(static_cast<float>(
-                gradient(job.seed, step, m, comm.rank(), tensor, i, to_float(full[slot.offset + i]))));
+          for (std::size_t i = 0; i < slot.numel; ++i) {
+            const float g = static_cast<float>(
+                gradient(job.seed, step, m, comm.rank(), tensor, i, to_float(full[slot.offset + i])));
+            ParamT& out = grads[slot.offset + i];
+            out = job.accumulate_grads ? from_float<ParamT>(to_float(out) + g) : from_float<ParamT>(g);
+          }
           ++tensor;
         }
         opt.release(b);
@@ -70,6 +90,19 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   }
   if (memory != nullptr) *memory = opt.memory();
   return out;
+}
+
+/// run_job on every rank of a threads world of mesh's size; checks that every rank sees the same
+/// final parameters and returns them.
+template <class Rule, class ParamT = float>
+Params run_threads(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+  std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
+  comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& comm) {
+    per_rank[static_cast<std::size_t>(comm.rank())] =
+        run_job<comm::ThreadsCommunicator, Rule, ParamT>(comm, mesh, plan, rule, job);
+  });
+  for (const Params& p : per_rank) check(p == per_rank.front(), "test.ranks_differ", "ranks ended with different parameters");
+  return per_rank.front();
 }
 
 /// The same job in float64 without sharding: every rank's gradients summed, averaged over

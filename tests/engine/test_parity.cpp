@@ -20,17 +20,7 @@ using amsp::test::Params;
 using amsp::test::bitwise_equal;
 using amsp::test::max_error_in_bf16_ulps;
 using amsp::test::max_relative_error;
-
-template <class Rule, class ParamT = float>
-Params run_threads(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, const JobConfig& job) {
-  std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
-  amsp::comm::run_on_threads(mesh.world_size(), [&](amsp::comm::ThreadsCommunicator& comm) {
-    per_rank[static_cast<std::size_t>(comm.rank())] =
-        amsp::test::run_job<amsp::comm::ThreadsCommunicator, Rule, ParamT>(comm, mesh, plan, rule, job);
-  });
-  for (const Params& p : per_rank) REQUIRE(p == per_rank.front());  // every rank sees the same parameters
-  return per_rank.front();
-}
+using amsp::test::run_threads;
 
 template <class Rule>
 void check_every_plan(const amsp::Mesh& mesh, const Rule& rule) {

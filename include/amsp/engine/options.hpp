@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +35,16 @@ enum class OsLayout {
   fail("engine.os_layout", "unknown optimizer-state layout '", text, "' (expected even_split or whole_tensor)");
 }
 
+/// Per-tensor optimizer options, as torch's param_groups or llm.c's weight-decay mask. The fused
+/// update of a tensor uses a copy of the engine's rule with lr *= lr_scale and, when
+/// weight_decay is false, weight_decay = 0 (rules without such a field accept only the default).
+struct ParamGroup {
+  float lr_scale = 1.0f;      ///< multiplies the rule's learning rate for the tensor
+  bool weight_decay = true;   ///< false: no weight decay for the tensor (biases, norms)
+
+  bool operator==(const ParamGroup&) const = default;
+};
+
 struct EngineOptions {
   OsLayout os_layout = OsLayout::even_split;
   /// Global-norm clipping threshold over the averaged gradient; 0 disables clipping.
@@ -44,6 +56,18 @@ struct EngineOptions {
   bool average_gradients = true;
   /// Alignment of every tensor and shard boundary inside a bucket's flat buffer.
   std::size_t alignment_bytes = 64;
+  /// Parameter groups by tensor name; tensors not named use ParamGroup{} (docs/engine.md says why a
+  /// name map and not a field of TensorSpec). A name that is no tensor of any bucket is an error.
+  std::map<std::string, ParamGroup, std::less<>> param_groups;
+  /// Whether grad_buffer(b) hands out a zeroed buffer (true: a backward may accumulate into it
+  /// with +=, as llm.c's does) or one with unspecified contents that the user overwrites
+  /// entirely (false: saves one write pass over the bucket per micro-batch).
+  bool zero_grad_buffers = true;
+  /// Before each collective, every rank agrees on what it issues (operation, bucket, count, dtype,
+  /// root, step, micro-batch): a difference is rule comm.collective_mismatch on every rank instead
+  /// of a hang or a wrong result. Costs one small all_gather per collective, on its communicator
+  /// (docs/reliability.md). The environment variable AMSP_CHECK_COLLECTIVES=1 also turns it on.
+  bool check_collectives = false;
 };
 
 /// One bucket: the tensors whose collectives are issued together (typically one layer).

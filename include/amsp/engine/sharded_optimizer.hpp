@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/consistency_check.hpp"
 #include "amsp/core/buffer.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
@@ -49,6 +50,7 @@
 #include "amsp/engine/buffer_pool.hpp"
 #include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/options.hpp"
+#include "amsp/engine/param_groups.hpp"
 #include "amsp/optim/grad_norm.hpp"
 #include "amsp/optim/update_host.hpp"
 #include "amsp/sharding/groups.hpp"
@@ -82,13 +84,16 @@ public:
   ShardedOptimizer(Comm& world, const Mesh& mesh, const Plan& plan, Rule rule, std::vector<BucketSpec> buckets,
                    EngineOptions options = {})
       : world_(&world), mesh_(checked_mesh(mesh, world)), groups_(mesh, plan), rule_(rule),
-        options_(options), rank_(world.rank()) {
+        options_(options), rank_(world.rank()),
+        check_collectives_(options.check_collectives || comm::collective_checks_requested()) {
     check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
           "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
           to_string(plan.g), " and s_p = ", to_string(plan.p));
     check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
     split_communicators();
     for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
+    assign_param_groups();
+    set_rule(rule);
   }
 
   /// The same, with the plan given as compile-time policy types.
@@ -160,13 +165,16 @@ public:
     wait_spread(bucket);
     if (!p_comm_) return;
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
+    agree<ParamT>(*p_comm_, "P group", comm::op_kind::all_gather, bucket.geo.p.size(), bucket.spec.name);
     bucket.gather_handle = p_comm_->all_gather_async(bucket.p_store.data(), gather_pool_.data(bucket.gather_slot),
                                                      bucket.geo.p.size());
   }
 
   /// The full parameters of bucket b in the flat layout layout(b), valid until release(b). With
-  /// P replicated this is the P store itself (no copy, no collective).
-  [[nodiscard]] std::span<const ParamT> gather(int b) {
+  /// P replicated this is the P store itself (no copy, no collective). The view is mutable so that
+  /// C code holding `float*` needs no const_cast, but writes are not kept: the next step()
+  /// rewrites every parameter from the fp32 master weights (use set_tensor to change parameters).
+  [[nodiscard]] std::span<ParamT> gather(int b) {
     Bucket& bucket = at(b);
     check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered; release it first");
@@ -215,7 +223,9 @@ public:
   }
 
   /// A buffer of layout(b).buffer_size elements for this micro-batch's full gradients of bucket b;
-  /// write each tensor at its slot offset, then call reduce_gradients(b).
+  /// write (or, with EngineOptions::zero_grad_buffers, the default, accumulate: it starts at zero)
+  /// each tensor at its slot offset, then call reduce_gradients(b). Asked again within the
+  /// micro-batch, it returns the same buffer with what was written so far.
   [[nodiscard]] std::span<GradT> grad_buffer(int b) {
     Bucket& bucket = at(b);
     require_open(bucket);
@@ -225,11 +235,11 @@ public:
       // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
       if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
         bucket.grad_slot = grads_in_g_store;
-        zero_padding(bucket.layout, bucket.g_store.data(), bucket.geo.n);
+        clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
         return {bucket.g_store.data(), bucket.geo.n};
       }
       bucket.grad_slot = grad_pool_.acquire(bucket.geo.n);
-      zero_padding(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
+      clear_grad_buffer(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
     }
     return {grad_pool_.data(bucket.grad_slot), bucket.geo.n};
   }
@@ -286,6 +296,7 @@ public:
     if (need_norm) {
       double sum_sq = 0.0;
       for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
+      if (os_comm_) agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm");
       if (os_comm_) os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
       result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
     }
@@ -297,7 +308,9 @@ public:
         result.clip_coefficient = static_cast<float>(options_.max_grad_norm / (result.grad_norm + 1e-6));
       const float grad_scale = static_cast<float>(average / loss_scale) * result.clip_coefficient;
       ++step_;
-      for (Bucket& b : buckets_) update_and_spread(b, grad_scale);
+      std::vector<Rule> group_rules;
+      for (const ParamGroup& g : groups_table_.values()) group_rules.push_back(detail::rule_for_group(rule_, g));
+      for (Bucket& b : buckets_) update_and_spread(b, group_rules, grad_scale);
     }
     result.step = step_;
     open_ = last_ = false;
@@ -367,10 +380,28 @@ public:
     wait_spread(bucket);
     return {bucket.states[static_cast<std::size_t>(s)].data(), bucket.states[static_cast<std::size_t>(s)].size()};
   }
-  /// Replaces the rule's hyperparameters (validated first); the next step() uses them.
+  /// Replaces the rule's hyperparameters (validated first, also as every parameter group sees
+  /// them); the next step() uses them.
   void set_rule(const Rule& rule) {
     rule.validate();
+    for (const ParamGroup& g : groups_table_.values()) detail::rule_for_group(rule, g).validate();
     rule_ = rule;
+  }
+  /// Sets the learning rate the next step() uses (a schedule calls it before each step); each
+  /// parameter group scales it by its lr_scale.
+  void set_lr(float lr)
+    requires requires(Rule& r) { r.lr = lr; }
+  {
+    Rule changed = rule_;
+    changed.lr = lr;
+    set_rule(changed);
+  }
+  /// The group tensor `name` is updated with (ParamGroup{} unless EngineOptions::param_groups names it).
+  [[nodiscard]] const ParamGroup& param_group(std::string_view name) const {
+    for (const Bucket& b : buckets_)
+      for (std::size_t k = 0; k < b.layout.slots().size(); ++k)
+        if (b.layout.slots()[k].name == name) return groups_table_.values()[static_cast<std::size_t>(b.slot_group[k])];
+    fail("engine.unknown_tensor", "no tensor named '", name, "' in any bucket");
   }
   /// Sets the optimizer step count (what steps() reports; the next step() applies step + 1).
   void set_steps(std::int64_t steps) {
@@ -407,6 +438,8 @@ private:
     std::vector<host_buffer<float>> states;  // ...and the rule's states
     host_buffer<float> os_grad;         // fp32 OS-shard gradients when they cannot live in the G store
     std::vector<OwnedSegment> segments; // whole-tensor layout: this P shard's segments and owners
+    std::vector<int> slot_group;        // each tensor's parameter group
+    std::vector<detail::GroupRun> update_runs;  // the OS shard cut into runs of one group each
     int spread_position = 0;            // position in the spread group (owner index)
     // per micro-batch / step
     int gather_slot = -1;
@@ -482,6 +515,25 @@ private:
     buckets_.push_back(std::move(b));
   }
 
+  // Every tensor gets its group; the OS shard of every bucket is cut into runs of one group.
+  void assign_param_groups() {
+    for (const auto& [name, group] : options_.param_groups) {
+      bool found = false;
+      for (const Bucket& b : buckets_)
+        for (const TensorSlot& s : b.layout.slots()) found = found || s.name == name;
+      check(found, "engine.unknown_tensor", "parameter group names tensor '", name, "', which is in no bucket");
+    }
+    for (Bucket& b : buckets_) {
+      for (const TensorSlot& s : b.layout.slots()) {
+        const auto it = options_.param_groups.find(s.name);
+        b.slot_group.push_back(it == options_.param_groups.end() ? 0 : groups_table_.intern(it->second));
+      }
+      for (const OsPiece& piece : os_pieces(b))
+        detail::append_group_runs(b.layout, b.slot_group, piece.bucket_offset, piece.os_offset, piece.count,
+                                  b.update_runs);
+    }
+  }
+
   [[nodiscard]] std::vector<OsPiece> os_pieces(const Bucket& b) const {
     if (!whole_tensor()) return {OsPiece{b.geo.os.begin, 0, b.geo.os.size()}};
     std::vector<OsPiece> pieces;
@@ -508,7 +560,7 @@ private:
     }
   }
 
-  [[nodiscard]] std::span<const ParamT> full_params(Bucket& b) {
+  [[nodiscard]] std::span<ParamT> full_params(Bucket& b) {
     if (!p_comm_) return {b.p_store.data(), b.p_store.size()};
     return {gather_pool_.data(b.gather_slot), b.geo.n};
   }
@@ -516,6 +568,13 @@ private:
   void wait_spread(Bucket& b) {
     for (comm::Handle& h : b.spread_handles) h.wait();
     b.spread_handles.clear();
+  }
+
+  // What grad_buffer(b) hands out: all zeros (EngineOptions::zero_grad_buffers), else only the
+  // padding is zeroed and the user overwrites every tensor element.
+  void clear_grad_buffer(const FlatLayout& layout, GradT* full, std::size_t n) const {
+    if (options_.zero_grad_buffers) std::fill(full, full + n, GradT{});
+    else zero_padding(layout, full, n);
   }
 
   template <class T>
@@ -584,12 +643,16 @@ private:
     if (p_comm_ && g_split_comm_) {
       const int y_slot = work_pool_.acquire(geo.p.size());
       float* y = work_pool_.data(y_slot);
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name);
       p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
       work_pool_.release(y_slot);
     } else if (p_comm_) {
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else if (g_split_comm_) {
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else {
       z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
@@ -631,33 +694,38 @@ private:
       for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
     }
     if (!whole_tensor()) {
+      if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name);
       if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
       if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
     } else {
       for (const OwnedSegment& s : b.segments) {
         float* seg = g32 + s.offset_in_p;
+        if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, s.owner);
         if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
         if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
       }
     }
+    if (os_replica_comm_ && os_elements(b) > 0)
+      agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name);
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
     b.finished = true;
   }
 
-  void update_and_spread(Bucket& b, float grad_scale) {
+  void update_and_spread(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale) {
     wait_spread(b);
     check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
     const float* grads = os_grads(b);
-    for (const OsPiece& piece : os_pieces(b)) {
+    for (const detail::GroupRun& run : b.update_runs) {
       optim::ShardState<Rule> shard;
-      shard.master = {b.master.data() + piece.os_offset, piece.count};
+      shard.master = {b.master.data() + run.shard_offset, run.count};
       for (int s = 0; s < Rule::state_count; ++s)
-        shard.states[static_cast<std::size_t>(s)] = {b.states[static_cast<std::size_t>(s)].data() + piece.os_offset, piece.count};
-      const std::span<ParamT> out{b.p_store.data() + (piece.bucket_offset - b.geo.p.begin), piece.count};
-      optim::update_host(rule_, shard, std::span<const float>(grads + piece.os_offset, piece.count), out,
+        shard.states[static_cast<std::size_t>(s)] = {b.states[static_cast<std::size_t>(s)].data() + run.shard_offset, run.count};
+      const std::span<ParamT> out{b.p_store.data() + (run.bucket_offset - b.geo.p.begin), run.count};
+      optim::update_host(group_rules[static_cast<std::size_t>(run.group)], shard,
+                         std::span<const float>(grads + run.shard_offset, run.count), out,
                          optim::StepOptions{step_, grad_scale, false});
     }
     spread(b);
@@ -668,13 +736,31 @@ private:
     if (!spread_comm_) return;
     if (!whole_tensor()) {
       ParamT* p = b.p_store.data();
+      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name);
       b.spread_handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
     } else {
       for (const OwnedSegment& s : b.segments) {
         ParamT* p = b.p_store.data() + s.offset_in_p;
+        agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, s.owner);
         b.spread_handles.push_back(spread_comm_->broadcast_async(p, p, s.size, s.owner));
       }
     }
+  }
+
+  // check_collectives: the ranks of `on` agree on the collective they issue on it next (rule
+  // comm.collective_mismatch), before they issue it.
+  template <class T>
+  void agree(Comm& on, std::string_view group, comm::op_kind kind, std::size_t count, std::string_view label,
+             int root = 0) {
+    if (!check_collectives_) return;
+    // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
+    // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
+    const bool gather = kind == comm::op_kind::all_gather && group == "P group";
+    const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
+    const std::string_view phase = gather ? "forward" : stepping ? "step" : last_ ? "last backward" : "backward";
+    checker_(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
+                                      .label = label, .group = group, .phase = phase, .group_size = on.size(),
+                                      .step = step_, .micro_batch = gather || stepping ? -1 : micro_batches_ - 1});
   }
 
   Comm* world_;
@@ -683,6 +769,7 @@ private:
   Rule rule_;
   EngineOptions options_;
   int rank_;
+  detail::GroupTable groups_table_;
   std::optional<Comm> p_comm_, g_split_comm_, os_split_comm_, spread_comm_, os_replica_comm_, os_comm_;
   std::vector<Bucket> buckets_;
   detail::BufferPool<ParamT> gather_pool_;
@@ -692,6 +779,8 @@ private:
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
+  bool check_collectives_ = false;
+  comm::CollectiveChecker checker_;
 };
 
 }  // namespace amsp
