@@ -54,22 +54,17 @@ def train_args(a, mesh, plan, steps, backend="mpi", batch=None):
             "--eval-every", "0", "--global-batch", str(batch or a.global_batch)] + a.model_args
 
 
-def calibrate(a, world):
-    """world concurrent single-rank runs (no communication, all ranks' compute competing for the
-    cores as on the cluster), 12 steps each so that their steps overlap, at two batch sizes (the
-    cluster's per-rank batch and 4x): step seconds = a·samples + update of all parameters."""
+def calibrate(a, mesh):
+    """The compute model's measurement: amsp-train with ddp on the same mesh, its ranks threads of
+    one process (no network; all ranks computing at once and in lockstep, competing for the cores
+    as on the cluster; the AllReduce through shared memory is a few ms), at the cluster's global
+    batch and at 4x it: step seconds = a·samples per rank + update of all parameters."""
+    ranks, nodes = map(int, mesh.split("x"))
     points = []
-    for batch in (a.global_batch // world, 4 * a.global_batch // world):
-        procs = [subprocess.Popen(train_args(a, "1x1", "ddp", 12, "threads", batch), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for _ in range(world)]
-        times = []
-        for p in procs:
-            out, _ = p.communicate(timeout=600)
-            times += step_seconds(out, batch)
-        points.append((batch, statistics.median(times)))
-    (x0, y0), (x1, y1) = points
-    slope = (y1 - y0) / (x1 - x0)
-    return {"seconds_per_sample": slope, "intercept": y0 - slope * x0, "points": points}  # fitted again by the planner
+    for batch in (a.global_batch, 4 * a.global_batch):
+        out = sh(train_args(a, mesh, "ddp", 12, "threads", batch), 900)
+        points.append((batch // (ranks * nodes), statistics.median(step_seconds(out, batch))))
+    return {"points": points}
 
 
 def profile(a, mesh, world, path):
@@ -124,7 +119,7 @@ def run_config(a, mesh, rate, work):
     tag = f"{mesh}-{rate}"
     print(f"=== {tag}: cluster up, calibration, profile", flush=True)
     sh([CLUSTER, "up", str(nodes), str(ranks), rate], 120)
-    calibration = calibrate(a, world)
+    calibration = calibrate(a, mesh)
     prof_path = os.path.join(work, f"profile-{tag}.json")
     links = profile(a, mesh, world, prof_path)
     runs = {p: [] for p in plans}
@@ -141,10 +136,23 @@ def run_config(a, mesh, rate, work):
                                "link_bytes": after - before, "wall": time.time() - t0, "json": result})
             print(f"  {plan:10s} rep {rep}: median step {statistics.median(runs[plan][-1]['step_seconds']):.3f} s",
                   flush=True)
-    predict = [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", prof_path,
+    sh([CLUSTER, "down"], 60)
+    return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
+            "profile": prof_path, "runs": runs}
+
+
+def analyze(a, config):
+    """The planner's prediction next to the measurement of one configuration (re-runnable on a
+    saved measurement: --reanalyze)."""
+    mesh, rate, links = config["mesh"], config["rate"], config["links"]
+    plans = config.get("plans") or list(config["runs"])
+    profile_path = config.get("profile") or os.path.join(os.path.dirname(os.path.abspath(a.reanalyze)),
+                                                         f"profile-{mesh}-{rate}.json")
+    ranks, nodes = map(int, mesh.split("x"))
+    predict = [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", profile_path,
                "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
                "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
-               "--calibration", ",".join(f"{b}:{t}" for b, t in calibration["points"]),
+               "--calibration", ",".join(f"{b}:{t}" for b, t in config["calibration"]["points"]),
                "--global-batch", str(a.global_batch), "--width", str(a.hidden), "--layers", str(a.layers)]
     predictions = {}
     for line in sh(predict, 60).splitlines():
@@ -152,19 +160,20 @@ def run_config(a, mesh, rate, work):
         predictions[p["name"]] = p
     rows = []
     for plan in plans:
-        p = predictions[plan]
-        medians = [statistics.median(r["step_seconds"]) for r in runs[plan]]
-        link_per_step = fit_line([(r["steps"], r["link_bytes"]) for r in runs[plan]]) / nodes
-        engine = runs[plan][0]["json"]["expected_bytes_inter_per_step"]
+        p, runs = predictions[plan], config["runs"][plan]
+        medians = [statistics.median(r["step_seconds"]) for r in runs]
+        link_per_step = fit_line([(r["steps"], r["link_bytes"]) for r in runs]) / nodes
+        engine = runs[0]["json"]["expected_bytes_inter_per_step"]
         rows.append({"plan": plan, "shape": p["plan"], "measured": statistics.median(medians),
                      "spread": (max(medians) - min(medians)) / statistics.median(medians),
                      "serial": p["serial"], "overlapped": p["overlapped"],
                      "compute": p["compute"], "communication": p["communication"], "update": p["update"],
                      "link_measured": link_per_step, "link_model": p["link_bytes_per_node"],
                      "engine_inter_x_ranks": engine * ranks})
-    sh([CLUSTER, "down"], 60)
-    return {"mesh": mesh, "rate": rate, "calibration": calibration, "links": links, "rows": rows,
-            "runs": runs}
+    config["rows"] = rows
+    config["model"] = {"seconds_per_sample": p["seconds_per_sample"],
+                       "update_seconds_per_param": p["update_seconds_per_param"]}
+    return config
 
 
 def rate_gbit(rate):
@@ -185,9 +194,9 @@ def summarize(config, which):
 
 def print_table(config):
     print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link\n")
-    c = config["calibration"]
-    print(f"compute {c['seconds_per_sample'] * 1e3:.3f} ms per sample per rank, update intercept "
-          f"{c['intercept'] * 1e3:.1f} ms (calibration); analytic links (strided groups): intra {config['links']['intra_gbytes']:.2f} GB/s, "
+    c = config["model"]
+    print(f"compute model (calibration {config['calibration']['points']}): {c['seconds_per_sample'] * 1e3:.3f} ms per "
+          f"sample per rank, {c['update_seconds_per_param'] * 1e9:.1f} ns per updated parameter; analytic links (strided groups): intra {config['links']['intra_gbytes']:.2f} GB/s, "
           f"{config['links']['intra_latency'] * 1e3:.2f} / {config['links']['inter_latency'] * 1e3:.2f} ms per intra / inter ring step\n")
     print("| plan | p,g,os | measured s/step (spread) | predicted serial | err | predicted overlap | err | "
           "link B/step/node measured | link model | engine inter x R |")
@@ -218,6 +227,7 @@ def main():
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--profile-sizes", default="16384,131072,655360")
     ap.add_argument("--out", default="cluster-check.json")
+    ap.add_argument("--reanalyze", default="", help="a saved --out file: predict and print again, measure nothing")
     a = ap.parse_args()
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
     a.profile = os.path.join(a.build, "examples", "amsp_profile", "amsp-profile")
@@ -225,6 +235,10 @@ def main():
     # The GPT example; its gathered blocks kept for the backward, as the prediction assumes.
     a.model_args = ["--width", str(a.hidden), "--layers", str(a.layers), "--keep-gathered", "--sample-bytes", "0"]
     work = os.path.dirname(os.path.abspath(a.out))
+    if a.reanalyze:
+        for c in json.load(open(a.reanalyze)):
+            print_table(analyze(a, c))
+        return 0
     configs = []
     try:
         for mesh in a.meshes.split(","):
@@ -234,7 +248,7 @@ def main():
     finally:
         subprocess.run([CLUSTER, "down"], capture_output=True)
     for c in configs:
-        print_table(c)
+        print_table(analyze(a, c))
 
 
 if __name__ == "__main__":
