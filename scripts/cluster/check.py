@@ -220,7 +220,7 @@ def main():
     ap.add_argument("--out", default="cluster-check.json")
     a = ap.parse_args()
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
-    a.profile = os.path.join(a.build, "examples", "amsp_profile", "amsp-profile")
+    a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")
     a.predict = os.path.join(a.build, "tests", "cluster", "amsp-cluster-predict")
     a.model_args = ["--hidden", str(a.hidden), "--layers", str(a.layers)]
     work = os.path.dirname(os.path.abspath(a.out))
