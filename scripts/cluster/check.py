@@ -230,7 +230,7 @@ def main():
     ap.add_argument("--reanalyze", default="", help="a saved --out file: predict and print again, measure nothing")
     a = ap.parse_args()
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
-    a.profile = os.path.join(a.build, "examples", "amsp_profile", "amsp-profile")
+    a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")
     a.predict = os.path.join(a.build, "tests", "cluster", "amsp-cluster-predict")
     # The GPT example; its gathered blocks kept for the backward, as the prediction assumes.
     a.model_args = ["--width", str(a.hidden), "--layers", str(a.layers), "--keep-gathered", "--sample-bytes", "0"]
