@@ -85,10 +85,11 @@ int main(int argc, char** argv) {
   std::vector<amsp::BucketSpec> model;
   for (int b = 0; b < 8; ++b) {
     const auto third = static_cast<std::int64_t>(total / 8 / 3);
-    model.push_back({"layer" + std::to_string(b),
-                     {{"l" + std::to_string(b) + ".a", {third}, amsp::dtype::fp32},
-                      {"l" + std::to_string(b) + ".b", {third}, amsp::dtype::fp32},
-                      {"l" + std::to_string(b) + ".c", {third}, amsp::dtype::fp32}}});
+    const std::string prefix = std::string("l") + std::to_string(b);  // (g++ 12 -Wrestrict on "l" + string&&)
+    model.push_back({std::string("layer") + std::to_string(b),
+                     {{prefix + ".a", {third}, amsp::dtype::fp32},
+                      {prefix + ".b", {third}, amsp::dtype::fp32},
+                      {prefix + ".c", {third}, amsp::dtype::fp32}}});
   }
   double save_s = 0, load_s = 0, async_call_s = 0, async_commit_s = 0, async_total_s = 0;
   amsp::comm::run_on_threads(world, [&](Threads& comm) {
