@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/consistency_check.hpp"
 #include "amsp/core/buffer.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
@@ -83,7 +84,8 @@ public:
   ShardedOptimizer(Comm& world, const Mesh& mesh, const Plan& plan, Rule rule, std::vector<BucketSpec> buckets,
                    EngineOptions options = {})
       : world_(&world), mesh_(checked_mesh(mesh, world)), groups_(mesh, plan), rule_(rule),
-        options_(options), rank_(world.rank()) {
+        options_(options), rank_(world.rank()),
+        check_collectives_(options.check_collectives || comm::collective_checks_requested()) {
     check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
           "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
           to_string(plan.g), " and s_p = ", to_string(plan.p));
@@ -163,6 +165,7 @@ public:
     wait_spread(bucket);
     if (!p_comm_) return;
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
+    agree<ParamT>(*p_comm_, "P group", comm::op_kind::all_gather, bucket.geo.p.size(), bucket.spec.name);
     bucket.gather_handle = p_comm_->all_gather_async(bucket.p_store.data(), gather_pool_.data(bucket.gather_slot),
                                                      bucket.geo.p.size());
   }
@@ -293,6 +296,7 @@ public:
     if (need_norm) {
       double sum_sq = 0.0;
       for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
+      if (os_comm_) agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm");
       if (os_comm_) os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
       result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
     }
@@ -639,12 +643,16 @@ private:
     if (p_comm_ && g_split_comm_) {
       const int y_slot = work_pool_.acquire(geo.p.size());
       float* y = work_pool_.data(y_slot);
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name);
       p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
       work_pool_.release(y_slot);
     } else if (p_comm_) {
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else if (g_split_comm_) {
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
       g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else {
       z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
@@ -686,15 +694,19 @@ private:
       for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
     }
     if (!whole_tensor()) {
+      if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name);
       if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
       if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
     } else {
       for (const OwnedSegment& s : b.segments) {
         float* seg = g32 + s.offset_in_p;
+        if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, s.owner);
         if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
         if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
       }
     }
+    if (os_replica_comm_ && os_elements(b) > 0)
+      agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name);
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
@@ -724,13 +736,31 @@ private:
     if (!spread_comm_) return;
     if (!whole_tensor()) {
       ParamT* p = b.p_store.data();
+      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name);
       b.spread_handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
     } else {
       for (const OwnedSegment& s : b.segments) {
         ParamT* p = b.p_store.data() + s.offset_in_p;
+        agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, s.owner);
         b.spread_handles.push_back(spread_comm_->broadcast_async(p, p, s.size, s.owner));
       }
     }
+  }
+
+  // check_collectives: the ranks of `on` agree on the collective they issue on it next (rule
+  // comm.collective_mismatch), before they issue it.
+  template <class T>
+  void agree(Comm& on, std::string_view group, comm::op_kind kind, std::size_t count, std::string_view label,
+             int root = 0) {
+    if (!check_collectives_) return;
+    // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
+    // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
+    const bool gather = kind == comm::op_kind::all_gather && group == "P group";
+    const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
+    const std::string_view phase = gather ? "forward" : stepping ? "step" : last_ ? "last backward" : "backward";
+    checker_(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
+                                      .label = label, .group = group, .phase = phase, .group_size = on.size(),
+                                      .step = step_, .micro_batch = gather || stepping ? -1 : micro_batches_ - 1});
   }
 
   Comm* world_;
@@ -749,6 +779,8 @@ private:
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
+  bool check_collectives_ = false;
+  comm::CollectiveChecker checker_;
 };
 
 }  // namespace amsp
