@@ -116,4 +116,12 @@ template <comm::communicator C>
   return entries;
 }
 
+/// The same over the aligned blocks of `shapes`.
+template <comm::communicator C>
+[[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
+                                                const std::vector<Factor>& shapes,
+                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200) {
+  return measure(world, mesh, ops, block_group_sets(mesh, shapes), sizes, max_iterations);
+}
+
 }  // namespace amsp_profile
