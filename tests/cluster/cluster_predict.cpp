@@ -7,8 +7,8 @@
 //   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbit 1
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
-//       [--micro-batches 1] [--width 64] [--layers 2] [--context 64] [--heads 4] [--intra-gbytes 2]
-//       [--overlap-slowdown 0]
+//       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
+//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0).
@@ -94,13 +94,14 @@ std::vector<std::string> split(const std::string& list, char separator) {
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const Mesh mesh = parse_mesh(a.text("mesh", "4x2"));
-  const amsp_train::GptConfig gpt{.context = static_cast<int>(a.number("context", 64)),
-                                   .width = static_cast<int>(a.number("width", 64)),
-                                   .heads = static_cast<int>(a.number("heads", 4)),
-                                   .layers = static_cast<int>(a.number("layers", 2))};
+  // The example's buckets are the engine's units: embeddings, one per block, the head.
+  const amsp_train::GptConfig model{.context = static_cast<int>(a.number("context", 64)),
+                                    .width = static_cast<int>(a.number("width", 64)),
+                                    .heads = static_cast<int>(a.number("heads", 4)),
+                                    .layers = static_cast<int>(a.number("layers", 2))};
   std::vector<Module> units;
   double params = 0;
-  for (const amsp_train::ParamBucket& bucket : amsp_train::gpt_buckets(gpt)) {
+  for (const amsp_train::ParamBucket& bucket : amsp_train::gpt_buckets(model)) {
     units.push_back({bucket.name, -1, static_cast<std::int64_t>(bucket.numel)});
     params += static_cast<double>(bucket.numel);
   }
@@ -125,10 +126,9 @@ int run(int argc, char** argv) {
   }
   const int M = static_cast<int>(a.number("micro-batches", 1));
   const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
-  ScheduleOptions schedule;  // the example: fp32 on the wire, gathered layers kept for backward
-  schedule.param_wire_bytes = 4;
-  schedule.grad_wire_bytes = 4;
-  schedule.reshard_after_forward = false;
+  ScheduleOptions schedule;  // the example's: fp32 (or bf16) on the wire, gathered again for backward
+  schedule.param_wire_bytes = schedule.grad_wire_bytes = a.number("bf16", 0) != 0 ? 2 : 4;
+  schedule.reshard_after_forward = a.number("keep-gathered", 0) == 0;
   for (const std::string& name : split(a.text("plans", "ddp"), ';')) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
