@@ -50,6 +50,7 @@
 #include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/options.hpp"
 #include "amsp/engine/param_groups.hpp"
+#include "amsp/engine/space.hpp"
 #include "amsp/optim/grad_norm.hpp"
 #include "amsp/optim/update_host.hpp"
 #include "amsp/sharding/groups.hpp"
@@ -68,7 +69,8 @@ struct MemoryReport {
   [[nodiscard]] std::size_t model_states() const { return params + grads + optimizer_states; }
 };
 
-template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT>
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT,
+          class Space = HostSerial>
 class ShardedOptimizer {
   static_assert(std::is_same_v<ParamT, float> || std::is_same_v<ParamT, bf16>,
                 "amsp: parameters are fp32 or bf16");
@@ -77,6 +79,7 @@ class ShardedOptimizer {
 public:
   using param_type = ParamT;
   using grad_type = GradT;
+  using space_type = Space;
 
   /// Collective over every rank of `world`, which must fill `mesh`. Validates the plan (its rule
   /// is named in the error) and the buckets, builds the sub-communicators, allocates the stores.
@@ -104,13 +107,15 @@ public:
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
   ~ShardedOptimizer() {
-    // Outstanding collectives read and write our stores: let them finish before the stores go.
+    // Outstanding work reads and writes our stores: let it finish before the stores go.
+    std::vector<comm::Handle> outstanding = std::move(reductions_);
     for (Bucket& b : buckets_) {
-      try {
-        b.gather_handle.wait();
-        for (comm::Handle& h : b.spread_handles) h.wait();
-      } catch (...) {  // an aborted world: nothing left to wait for
-      }
+      outstanding.push_back(std::move(b.gather_done));
+      outstanding.push_back(std::move(b.spread_done));
+    }
+    try {
+      wait_all(outstanding);
+    } catch (...) {  // an aborted world: nothing left to wait for
     }
   }
 
@@ -158,13 +163,20 @@ public:
   /// Starts the AllGather of bucket b's parameters without waiting (the executor's prefetch).
   void prefetch(int b) {
     Bucket& bucket = at(b);
-    check(!bucket.gathered && !bucket.gather_handle.pending(), "engine.gather_twice", "bucket '",
-          bucket.spec.name, "' is already gathered or being gathered; release it first");
-    wait_spread(bucket);
-    if (!p_comm_) return;
+    check(!bucket.gathered && bucket.gather_slot < 0, "engine.gather_twice", "bucket '", bucket.spec.name,
+          "' is already gathered or being gathered; release it first");
+    if (!p_comm_) return;  // gather(b) hands out the P store once its spread is done
+    space_.order_after(bucket.spread_done);  // the AllGather reads what the spread writes
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
-    bucket.gather_handle = p_comm_->all_gather_async(bucket.p_store.data(), gather_pool_.data(bucket.gather_slot),
-                                                     bucket.geo.p.size());
+    Comm* comm = &*p_comm_;
+    const ParamT* send = bucket.p_store.data();
+    ParamT* recv = gather_pool_.data(bucket.gather_slot);
+    const std::size_t count = bucket.geo.p.size();
+    bucket.gather_done = space_.launch([comm, send, recv, count] {
+      std::vector<comm::Handle> h;
+      h.push_back(comm->all_gather_async(send, recv, count));
+      return h;
+    });
   }
 
   /// The full parameters of bucket b in the flat layout layout(b), valid until release(b). With
@@ -175,8 +187,9 @@ public:
     Bucket& bucket = at(b);
     check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered; release it first");
-    if (!bucket.gather_handle.pending() && bucket.gather_slot < 0) prefetch(b);
-    bucket.gather_handle.wait();
+    if (!p_comm_) wait_spread(bucket);
+    else if (bucket.gather_slot < 0) prefetch(b);
+    bucket.gather_done.wait();
     bucket.gathered = true;
     return full_params(bucket);
   }
@@ -201,7 +214,7 @@ public:
   /// Gives back the gather scratch of bucket b (a no-op with P replicated).
   void release(int b) {
     Bucket& bucket = at(b);
-    bucket.gather_handle.wait();
+    bucket.gather_done.wait();
     if (bucket.gather_slot >= 0) gather_pool_.release(bucket.gather_slot);
     bucket.gather_slot = -1;
     bucket.gathered = false;
@@ -247,15 +260,9 @@ public:
     require_open(bucket);
     check(bucket.grad_slot != no_grad_slot, "engine.no_gradients", "bucket '", bucket.spec.name,
           "': reduce_gradients(b) reads grad_buffer(b), which was not requested this micro-batch");
-    if (bucket.grad_slot == grads_in_g_store) {
-      bucket.grad_slot = no_grad_slot;
-      bucket.accumulated = true;
-      complete(bucket);
-      return;
-    }
-    reduce(bucket, grad_pool_.data(bucket.grad_slot));
-    grad_pool_.release(bucket.grad_slot);
+    const int slot = bucket.grad_slot == grads_in_g_store ? -1 : bucket.grad_slot;
     bucket.grad_slot = no_grad_slot;
+    submit_reduction(bucket, slot);
   }
 
   /// Hands in gradients that live in the user's tensors (one per tensor of the bucket, in order).
@@ -274,8 +281,7 @@ public:
         for (std::size_t k = 0; k < s.numel; ++k) full[s.offset + k] = from_float<GradT>(to_float(in[k]));
       });
     }
-    reduce(bucket, full);
-    grad_pool_.release(slot);
+    submit_reduction(bucket, slot);
   }
 
   // ---- step ----------------------------------------------------------------------------------
@@ -288,12 +294,13 @@ public:
     check(loss_scale > 0.0f && std::isfinite(loss_scale), "engine.loss_scale", "loss scale ", loss_scale,
           " must be positive and finite");
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
+    wait_all(reductions_);  // the OS-shard gradients are complete
     StepResult result;
     const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
     if (need_norm) {
       double sum_sq = 0.0;
       for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
-      if (os_comm_) os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
+      if (os_comm_) space_.submit([&] { os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum); }).wait();
       result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
     }
     const bool nonfinite = need_norm && !std::isfinite(result.grad_norm);
@@ -311,12 +318,14 @@ public:
     result.step = step_;
     open_ = last_ = false;
     micro_batches_ = 0;
-    for (Bucket& b : buckets_) b.accumulated = b.finished = b.reduced = false;
+    for (Bucket& b : buckets_) b.accumulated = b.reduced = false;
     return result;
   }
 
-  /// Waits for every outstanding spread (step() leaves them running to overlap the next forward).
+  /// Waits for every outstanding spread (step() leaves them running to overlap the next forward)
+  /// and gradient reduction (reduce_gradients leaves them running to overlap the backward).
   void synchronize() {
+    wait_all(reductions_);
     for (Bucket& b : buckets_) wait_spread(b);
   }
 
@@ -411,7 +420,7 @@ public:
     check(!open_, "engine.step_pending", "refresh_params_from_master() inside a micro-batch");
     for (Bucket& b : buckets_) {
       wait_spread(b);
-      check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+      check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
             "' is still gathered; release it before refresh_params_from_master()");
       for (const OsPiece& piece : os_pieces(b))
         for (std::size_t i = 0; i < piece.count; ++i)
@@ -438,14 +447,14 @@ private:
     std::vector<detail::GroupRun> update_runs;  // the OS shard cut into runs of one group each
     int spread_position = 0;            // position in the spread group (owner index)
     // per micro-batch / step
+    // per micro-batch / step; host-side bookkeeping, touched by the caller's thread only
     int gather_slot = -1;
-    comm::Handle gather_handle;
+    comm::Handle gather_done;           // event: the AllGather into the gather slot
     bool gathered = false;
     int grad_slot = no_grad_slot;
-    std::vector<comm::Handle> spread_handles;
+    comm::Handle spread_done;           // event: the spread of the updated parameters
     bool reduced = false;
     bool accumulated = false;
-    bool finished = false;
   };
 
   // A contiguous run of the OS shard: `count` elements at `os_offset` of the OS store that sit at
@@ -561,10 +570,7 @@ private:
     return {gather_pool_.data(b.gather_slot), b.geo.n};
   }
 
-  void wait_spread(Bucket& b) {
-    for (comm::Handle& h : b.spread_handles) h.wait();
-    b.spread_handles.clear();
-  }
+  void wait_spread(Bucket& b) { b.spread_done.wait(); }
 
   // What grad_buffer(b) hands out: all zeros (EngineOptions::zero_grad_buffers), else only the
   // padding is zeroed and the user overwrites every tensor element.
@@ -611,9 +617,27 @@ private:
           missing.empty() ? std::string("(none: no micro-batch was started)") : missing);
   }
 
+  // Hands the bucket's gradients of this micro-batch (in grad-pool slot `slot`, or already in the
+  // G store when slot < 0) to the communication stream: the whole chain runs there in order, and
+  // the host keeps only the decisions (first micro-batch? last?) it took now.
+  void submit_reduction(Bucket& b, int slot) {
+    const bool first = !b.accumulated, last = last_;
+    b.accumulated = true;
+    b.reduced = true;
+    Bucket* bucket = &b;
+    reductions_.push_back(space_.submit([this, bucket, slot, first, last] {
+      if (slot >= 0) {
+        reduce(*bucket, grad_pool_.data(slot), first);
+        grad_pool_.release(slot);
+      }
+      if (last) finish(*bucket);
+    }));
+  }
+
   // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
-  // split (fp32), accumulate into the G shard; on the last micro-batch, reduce on to the OS shard.
-  void reduce(Bucket& b, const GradT* full) {
+  // split (fp32), accumulate into the G shard (the first micro-batch writes it). Runs on the
+  // communication stream.
+  void reduce(Bucket& b, const GradT* full, bool first) {
     const BucketGeometry& geo = b.geo;
     int x_slot = -1;
     const float* x = nullptr;
@@ -626,7 +650,7 @@ private:
       x = wide;
     }
     // Where the last reduction stage writes: straight into the G store when it can.
-    const bool direct = std::is_same_v<GradT, float> && !b.accumulated;
+    const bool direct = std::is_same_v<GradT, float> && first;
     int z_slot = -1;
     float* z = nullptr;
     if (p_comm_ || g_split_comm_) {
@@ -649,23 +673,15 @@ private:
     } else {
       z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
     }
-    if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z);
-    b.accumulated = true;
+    if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z, first);
     if (z_slot >= 0) work_pool_.release(z_slot);
     if (x_slot >= 0) work_pool_.release(x_slot);
-    complete(b);
   }
 
-  // The bucket's gradients of this micro-batch are in the G store.
-  void complete(Bucket& b) {
-    b.reduced = true;
-    if (last_) finish(b);
-  }
-
-  void accumulate(Bucket& b, const float* z) {
+  void accumulate(Bucket& b, const float* z, bool first) {
     GradT* g = b.g_store.data();
     const std::size_t n = b.g_store.size();
-    if (!b.accumulated) {
+    if (first) {
       for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(z[i]);
     } else {
       for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(to_float(g[i]) + z[i]);
@@ -673,7 +689,7 @@ private:
   }
 
   // Last micro-batch: G shard -> OS shard (ReduceScatter, or Reduce to the owner), then the
-  // AllReduce across OS replicas.
+  // AllReduce across OS replicas. Runs on the communication stream.
   void finish(Bucket& b) {
     const BucketGeometry& geo = b.geo;
     int wide_slot = -1;
@@ -698,12 +714,11 @@ private:
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
-    b.finished = true;
   }
 
   void update_and_spread(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale) {
     wait_spread(b);
-    check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+    check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
     const float* grads = os_grads(b);
     for (const detail::GroupRun& run : b.update_runs) {
@@ -720,17 +735,21 @@ private:
   }
 
   // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
+  // Issued on the communication stream; spread_done is its event.
   void spread(Bucket& b) {
     if (!spread_comm_) return;
-    if (!whole_tensor()) {
-      ParamT* p = b.p_store.data();
-      b.spread_handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
-    } else {
-      for (const OwnedSegment& s : b.segments) {
-        ParamT* p = b.p_store.data() + s.offset_in_p;
-        b.spread_handles.push_back(spread_comm_->broadcast_async(p, p, s.size, s.owner));
+    Bucket* bucket = &b;
+    b.spread_done = space_.launch([this, bucket] {
+      std::vector<comm::Handle> handles;
+      ParamT* p = bucket->p_store.data();
+      if (!whole_tensor()) {
+        handles.push_back(spread_comm_->all_gather_async(p + bucket->geo.os_in_p, p, bucket->geo.os.size()));
+      } else {
+        for (const OwnedSegment& s : bucket->segments)
+          handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
       }
-    }
+      return handles;
+    });
   }
 
   Comm* world_;
@@ -745,10 +764,12 @@ private:
   detail::BufferPool<ParamT> gather_pool_;
   detail::BufferPool<GradT> grad_pool_;
   detail::BufferPool<float> work_pool_;
+  std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
   bool open_ = false;
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
+  Space space_;  // last: destroyed first, so its stream finishes before anything it touches goes
 };
 
 }  // namespace amsp
