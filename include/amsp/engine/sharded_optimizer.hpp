@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -111,7 +112,7 @@ public:
     std::vector<comm::Handle> outstanding = std::move(reductions_);
     for (Bucket& b : buckets_) {
       outstanding.push_back(std::move(b.gather_done));
-      outstanding.push_back(std::move(b.spread_done));
+      outstanding.push_back(std::move(b.update_done));
     }
     try {
       wait_all(outstanding);
@@ -166,7 +167,7 @@ public:
     check(!bucket.gathered && bucket.gather_slot < 0, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered or being gathered; release it first");
     if (!p_comm_) return;  // gather(b) hands out the P store once its spread is done
-    space_.order_after(bucket.spread_done);  // the AllGather reads what the spread writes
+    space_.order_after(bucket.update_done);  // the AllGather reads what the spread writes
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
     Comm* comm = &*p_comm_;
     const ParamT* send = bucket.p_store.data();
@@ -244,6 +245,7 @@ public:
       // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
       // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
       if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
+        wait_spread(bucket);  // the last update read its gradients from the G store
         bucket.grad_slot = grads_in_g_store;
         clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
         return {bucket.g_store.data(), bucket.geo.n};
@@ -311,8 +313,8 @@ public:
         result.clip_coefficient = static_cast<float>(options_.max_grad_norm / (result.grad_norm + 1e-6));
       const float grad_scale = static_cast<float>(average / loss_scale) * result.clip_coefficient;
       ++step_;
-      std::vector<Rule> group_rules;
-      for (const ParamGroup& g : groups_table_.values()) group_rules.push_back(detail::rule_for_group(rule_, g));
+      auto group_rules = std::make_shared<std::vector<Rule>>();
+      for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
       for (Bucket& b : buckets_) update_and_spread(b, group_rules, grad_scale);
     }
     result.step = step_;
@@ -452,7 +454,7 @@ private:
     comm::Handle gather_done;           // event: the AllGather into the gather slot
     bool gathered = false;
     int grad_slot = no_grad_slot;
-    comm::Handle spread_done;           // event: the spread of the updated parameters
+    comm::Handle update_done;           // event: the update of the OS shard and the spread to the P store
     bool reduced = false;
     bool accumulated = false;
   };
@@ -570,7 +572,8 @@ private:
     return {gather_pool_.data(b.gather_slot), b.geo.n};
   }
 
-  void wait_spread(Bucket& b) { b.spread_done.wait(); }
+  // The host reads or writes the stores the last update and spread touched.
+  void wait_spread(Bucket& b) { b.update_done.wait(); }
 
   // What grad_buffer(b) hands out: all zeros (EngineOptions::zero_grad_buffers), else only the
   // padding is zeroed and the user overwrites every tensor element.
@@ -716,10 +719,23 @@ private:
     if (wide_slot >= 0) work_pool_.release(wide_slot);
   }
 
-  void update_and_spread(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale) {
+  // The fused update of the bucket's OS shard and the spread of the new parameters, one task on
+  // the communication stream (HostSerial: run now, the spread left in flight), so that with an
+  // asynchronous space step() returns once the norm is known and the update of bucket b overlaps
+  // the next forward up to gather(b). update_done is its event.
+  void update_and_spread(Bucket& b, std::shared_ptr<const std::vector<Rule>> group_rules, float grad_scale) {
     wait_spread(b);
     check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
+    Bucket* bucket = &b;
+    const std::int64_t step = step_;
+    b.update_done = space_.launch([this, bucket, group_rules, grad_scale, step] {
+      update(*bucket, *group_rules, grad_scale, step);
+      return spread_collectives(*bucket);
+    });
+  }
+
+  void update(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale, std::int64_t step) {
     const float* grads = os_grads(b);
     for (const detail::GroupRun& run : b.update_runs) {
       optim::ShardState<Rule> shard;
@@ -729,27 +745,28 @@ private:
       const std::span<ParamT> out{b.p_store.data() + (run.bucket_offset - b.geo.p.begin), run.count};
       optim::update_host(group_rules[static_cast<std::size_t>(run.group)], shard,
                          std::span<const float>(grads + run.shard_offset, run.count), out,
-                         optim::StepOptions{step_, grad_scale, false});
+                         optim::StepOptions{step, grad_scale, false});
     }
-    spread(b);
+  }
+
+  // The spread alone (after the P store was rewritten on the host), on the communication stream.
+  void spread(Bucket& b) {
+    Bucket* bucket = &b;
+    b.update_done = space_.launch([this, bucket] { return spread_collectives(*bucket); });
   }
 
   // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
-  // Issued on the communication stream; spread_done is its event.
-  void spread(Bucket& b) {
-    if (!spread_comm_) return;
-    Bucket* bucket = &b;
-    b.spread_done = space_.launch([this, bucket] {
-      std::vector<comm::Handle> handles;
-      ParamT* p = bucket->p_store.data();
-      if (!whole_tensor()) {
-        handles.push_back(spread_comm_->all_gather_async(p + bucket->geo.os_in_p, p, bucket->geo.os.size()));
-      } else {
-        for (const OwnedSegment& s : bucket->segments)
-          handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
-      }
-      return handles;
-    });
+  std::vector<comm::Handle> spread_collectives(Bucket& b) {
+    std::vector<comm::Handle> handles;
+    if (!spread_comm_) return handles;
+    ParamT* p = b.p_store.data();
+    if (!whole_tensor()) {
+      handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
+    } else {
+      for (const OwnedSegment& s : b.segments)
+        handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
+    }
+    return handles;
   }
 
   Comm* world_;
