@@ -9,7 +9,9 @@ packages=(
   cmake ninja-build g++            # build
   doctest-dev libbenchmark-dev     # tests, benchmarks
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
-  wamerican                        # /usr/share/dict/words: the examples' toy corpus
+  fortunes                         # /usr/share/games/fortunes: the main example's English text
+  iproute2 python3                 # the emulated cluster (scripts/cluster.sh) and its checks
+  clang libclang-rt-14-dev         # libFuzzer harnesses of fuzz/ (ctest label fuzz)
 )
 
 missing=()

@@ -1,164 +1,251 @@
 #pragma once
 // The sharded training loop of amsp-train, one function per rank, usable with any communicator:
-// the CLI (main.cpp) runs it on threads or MPI ranks, and tests/examples checks that every plan
-// follows DDP's loss curve with it.
+// the CLI (main.cpp) runs it on threads or MPI ranks; tests/examples checks that every plan
+// follows DDP's loss curve with it and that the counted traffic is the engine's model.
 //
-// Integration form shown here: the model reads its parameters straight from amsp's gather
-// buffers and writes its gradients into the buffers amsp hands out (a C codebase with flat
-// per-layer arrays). EngineOptions::alignment_bytes = 4 keeps the tensors of a layer back to back,
-// exactly the model's own flat layout.
+// Buckets: "embed", one per transformer block, "head" (gpt_config.hpp). Per micro-batch:
+// - forward: gather bucket b just before it runs, prefetch b + 1 behind it, release b − 1;
+// - backward, from the head down: gather b again (unless --keep-gathered kept it), prefetch b − 1,
+//   write b's gradient straight into the engine's buffer and hand it in as soon as it is final,
+//   so its reduction is issued while the lower blocks' backward is still to come;
+// - step(): the update, whose spread runs on while the next forward starts (gather(b) waits for
+//   bucket b's spread only). --no-overlap issues no prefetch and waits for the spread at once.
+// Integration form: the model reads parameters straight from amsp's gather buffers and writes
+// gradients into the buffers amsp hands out (EngineOptions::alignment_bytes = one element keeps
+// the engine's flat layout equal to the model's). With bf16 parameters and gradients the model
+// still computes in fp32: each gathered bucket is widened into a float copy and each gradient
+// rounded into the engine's bf16 buffer.
 
 #include <chrono>
-#include <cstdio>
 #include <memory>
-#include <optional>
-#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "amsp/comm/traffic_counter.hpp"
 #include "amsp/engine/sharded_optimizer.hpp"
-#include "amsp_train/batch_sampler.hpp"
-#include "amsp_train/char_data.hpp"
-#include "amsp_train/char_mlp.hpp"
-#include "amsp_train/evaluate.hpp"
+#include "amsp_train/gpt_model.hpp"
+#include "amsp_train/hyperparameters.hpp"
+#include "amsp_train/text_data.hpp"
+#include "amsp_train/train_config.hpp"
+#include "amsp_train/train_log.hpp"
+#include "amsp_train/validation.hpp"
 
 namespace amsp_train {
 
-struct ShardedTrainConfig {
-  int steps = 200;
-  int micro_batches = 1;
-  std::size_t global_batch = 256;
-  float max_grad_norm = 1.0f;
-  amsp::OsLayout os_layout = amsp::OsLayout::even_split;
-  int hidden = 256;
-  int layers = 2;
-  std::uint64_t seed = 1;
-  int eval_every = 50;  ///< validation loss every N steps and after the last (0: only the last)
-  bool print = true;    ///< rank 0 prints a progress line per step
-};
-
-struct TrainOutcome {
-  float initial_validation_loss = 0.0f;
-  float final_loss = 0.0f;             ///< mean training loss of the last step's global batch
-  float final_validation_loss = 0.0f;
-  std::vector<float> losses;           ///< the training loss of every step
-  double seconds = 0.0;
-  double bytes_intra = 0.0, bytes_inter = 0.0;        ///< per step, counted on this rank
-  double expected_intra = 0.0, expected_inter = 0.0;  ///< per step, the engine's traffic model
-  std::size_t model_state_bytes = 0;                  ///< this rank's P + G + OS stores
-};
-
-/// The model's layers as engine buckets (one bucket per layer, fp32 tensors).
-inline std::vector<amsp::BucketSpec> buckets_of(const CharMlp& model) {
-  std::vector<amsp::BucketSpec> buckets;
-  for (const LayerSpec& layer : model.layers()) {
-    amsp::BucketSpec bucket{layer.name, {}};
-    for (const TensorSpec& t : layer.tensors) {
-      std::vector<std::int64_t> shape(t.shape.begin(), t.shape.end());
-      bucket.tensors.push_back({t.name, shape, amsp::dtype::fp32});
-    }
-    buckets.push_back(std::move(bucket));
+/// The model's buckets as engine buckets (fp32 tensors, the model's order).
+[[nodiscard]] inline std::vector<amsp::BucketSpec> engine_buckets(const std::vector<ParamBucket>& buckets) {
+  std::vector<amsp::BucketSpec> out;
+  for (const ParamBucket& b : buckets) {
+    amsp::BucketSpec spec{b.name, {}};
+    for (const ParamTensor& t : b.tensors)
+      spec.tensors.push_back({t.name, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), amsp::dtype::fp32});
+    out.push_back(std::move(spec));
   }
-  return buckets;
+  return out;
 }
 
-/// One rank's training run. `comm` counts traffic; `world` is the same world, uncounted, for the
-/// loss reduction that is not the engine's traffic.
-template <class Comm, class Raw, class Rule>
-TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule,
-                   const ShardedTrainConfig& cfg, const CharDataset& data,
-                   const std::shared_ptr<amsp::comm::TrafficCounter>& counter) {
-  CharMlp model(CharMlpConfig{.context = data.context, .hidden = cfg.hidden, .hidden_layers = cfg.layers});
-  amsp::EngineOptions options;
-  options.os_layout = cfg.os_layout;
-  options.max_grad_norm = cfg.max_grad_norm;
-  options.alignment_bytes = sizeof(float);  // the model's own layout: tensors back to back
-  amsp::ShardedOptimizer<Comm, Rule> opt(comm, mesh, plan, rule, buckets_of(model), options);
-  const std::size_t layers = model.layer_count();
+template <class Comm, class ParamT>
+class ShardedRun {
+public:
+  using Engine = amsp::ShardedOptimizer<Comm, ScheduledAdamW, ParamT, ParamT>;
 
-  // Every rank computes the same initial values and keeps its shards.
-  for (std::size_t l = 0; l < layers; ++l) {
-    std::vector<float> init(model.layers()[l].numel());
-    model.init_layer(cfg.seed, l, init);
-    std::size_t offset = 0;
-    for (const TensorSpec& t : model.layers()[l].tensors) {
-      opt.set_tensor(t.name, std::span<const float>(init.data() + offset, t.numel()));
-      offset += t.numel();
+  ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
+      : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
+        opt_(comm, mesh, plan, ScheduledAdamW{.schedule = cfg.schedule}, engine_buckets(buckets_), options(cfg)),
+        params_(buckets_.size()), grads_(buckets_.size()), wide_params_(buckets_.size()),
+        wide_grads_(buckets_.size()), gathered_(buckets_.size(), false) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const auto& slots = opt_.layout(static_cast<int>(b)).slots();
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        amsp::check(slots[i].offset == buckets_[b].tensors[i].offset, "example.layout", "tensor ", slots[i].name,
+                    " sits at ", slots[i].offset, " in the engine's layout but at ", buckets_[b].tensors[i].offset,
+                    " in the model's");
+      std::vector<float> init(buckets_[b].numel);
+      init_bucket(buckets_[b], cfg.seed, b, std::span(init));
+      for (const ParamTensor& t : buckets_[b].tensors)
+        opt_.set_tensor(t.name, std::span<const float>(init.data() + t.offset, t.numel()));
     }
   }
 
-  const BatchSampler sampler(data.train.size(), cfg.global_batch, cfg.seed);
-  const BatchSplit split{mesh.world_size(), cfg.micro_batches};
-  (void)sampler.micro_batch_size(split);  // fails before training when W x M does not divide the batch
-  const ExampleSet validation = spread_subset(data.validation.view(), 4096);
-  std::vector<const float*> params(layers, nullptr);
-  std::vector<float*> grads(layers, nullptr);
+  [[nodiscard]] Engine& engine() { return opt_; }
+  [[nodiscard]] Gpt<float>& model() { return model_; }
+  [[nodiscard]] double comm_seconds() const { return comm_seconds_; }
+  /// Gathers per micro-batch of each bucket (what expected_traffic needs).
+  [[nodiscard]] int gathers_per_micro_batch() const { return cfg_.keep_gathered ? 1 : 2; }
 
-  const auto validation_loss = [&] {  // collective: every rank gathers every layer
-    for (std::size_t l = 0; l < layers; ++l) params[l] = opt.gather(static_cast<int>(l)).data();
-    const float loss = comm.rank() == 0 ? mean_loss(model, params, validation.view()) : 0.0f;
-    for (std::size_t l = 0; l < layers; ++l) opt.release(static_cast<int>(l));
+  /// One micro-batch: forward, backward, every gradient handed in. Returns its mean loss.
+  double micro_batch(const TokenBatch& batch, bool last) {
+    timed([&] { opt_.start_micro_batch(last); });
+    const std::size_t n = buckets_.size();
+    const double loss = model_.forward(params_, batch.tokens.data(), batch.targets.data(), batch.sequences,
+                                       [&](std::size_t b) {
+                                         gather(b);
+                                         if (cfg_.overlap && b + 1 < n) timed([&] { opt_.prefetch(int(b + 1)); });
+                                         if (!cfg_.keep_gathered && b > 0) release(b - 1);
+                                       });
+    if (!cfg_.keep_gathered) release(n - 1);
+    model_.backward(
+        params_, grads_,
+        [&](std::size_t b) {
+          if (!gathered_[b]) gather(b);
+          if (cfg_.overlap && !cfg_.keep_gathered && b > 0) timed([&] { opt_.prefetch(int(b - 1)); });
+          if constexpr (std::is_same_v<ParamT, float>) {
+            grads_[b] = timed([&] { return opt_.grad_buffer(int(b)).data(); });
+          } else {
+            wide_grads_[b].resize(buckets_[b].numel);
+            grads_[b] = wide_grads_[b].data();
+          }
+        },
+        [&](std::size_t b) {
+          add_l2_on_matrices(buckets_[b], cfg_.weight_decay, params_[b], grads_[b]);
+          timed([&] {
+            if constexpr (!std::is_same_v<ParamT, float>) {
+              const std::span<ParamT> out = opt_.grad_buffer(int(b));
+              for (std::size_t e = 0; e < buckets_[b].numel; ++e) out[e] = amsp::from_float<ParamT>(grads_[b][e]);
+            }
+            opt_.reduce_gradients(int(b));
+          });
+          release(b);
+        });
     return loss;
-  };
+  }
 
-  // Bytes this rank has sent so far (training steps only: validation gathers are left out).
+  amsp::StepResult step() {
+    return timed([&] {
+      amsp::StepResult r = opt_.step();
+      if (!cfg_.overlap) opt_.synchronize();
+      return r;
+    });
+  }
+
+  /// Gathers every bucket, runs `use(params)`, releases them (collective: every rank calls it).
+  template <class Use>
+  auto with_all_gathered(Use&& use) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) gather(b);
+    struct Releaser {
+      ShardedRun* run;
+      ~Releaser() {
+        for (std::size_t b = 0; b < run->buckets_.size(); ++b) run->release(b);
+      }
+    } releaser{this};
+    return use(std::span<const float* const>(params_));
+  }
+
+private:
+  static amsp::EngineOptions options(const TrainConfig& cfg) {
+    amsp::EngineOptions o;
+    o.os_layout = cfg.os_layout;
+    o.max_grad_norm = cfg.max_grad_norm;
+    o.alignment_bytes = sizeof(ParamT);  // the model's own layout: tensors back to back
+    return o;
+  }
+
+  /// Runs f, adding its wall time to the communication time (what the engine's calls block for).
+  template <class F>
+  auto timed(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    struct Add {
+      double& total;
+      std::chrono::steady_clock::time_point start;
+      ~Add() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    } add{comm_seconds_, start};
+    return f();
+  }
+
+  void gather(std::size_t b) {
+    const std::span<const ParamT> full = timed([&] { return opt_.gather(int(b)); });
+    gathered_[b] = true;
+    if constexpr (std::is_same_v<ParamT, float>) {
+      params_[b] = full.data();
+    } else {
+      wide_params_[b].resize(buckets_[b].numel);
+      for (std::size_t e = 0; e < buckets_[b].numel; ++e) wide_params_[b][e] = amsp::to_float(full[e]);
+      params_[b] = wide_params_[b].data();
+    }
+  }
+  void release(std::size_t b) {
+    if (!gathered_[b]) return;
+    timed([&] { opt_.release(int(b)); });
+    gathered_[b] = false;
+    params_[b] = nullptr;
+  }
+
+  const TrainConfig& cfg_;
+  Gpt<float> model_;
+  std::vector<ParamBucket> buckets_;
+  Engine opt_;
+  std::vector<const float*> params_;
+  std::vector<float*> grads_;
+  std::vector<std::vector<float>> wide_params_, wide_grads_;
+  std::vector<bool> gathered_;
+  double comm_seconds_ = 0.0;
+};
+
+/// One rank's training run. `comm` counts traffic; `world` is the same world, uncounted, for the
+/// loss reductions that are not the engine's traffic. `log` is rank 0's (null elsewhere).
+template <class ParamT, class Comm, class Raw>
+TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg,
+                        const TextCorpus& data, const std::shared_ptr<amsp::comm::TrafficCounter>& counter,
+                        TrainLog* log = nullptr) {
+  ShardedRun<Comm, ParamT> run(comm, mesh, plan, cfg);
+  const auto context = static_cast<std::size_t>(cfg.model.context);
+  const WindowSampler sampler(data.train.size(), context, cfg.global_batch, cfg.seed);
+  (void)sampler.micro_batch_size(mesh.world_size(), cfg.micro_batches);  // fails before training
+  const ValidationSet validation(data.validation, context, cfg.eval_windows, comm.rank(), mesh.world_size());
+  const auto validation_loss = [&] {
+    return run.with_all_gathered([&](std::span<const float* const> p) { return validation.loss(run.model(), p, world); });
+  };
   const auto sent = [&](amsp::comm::Locality where) {
     return counter ? counter->sent({.world_rank = comm.rank(), .locality = where}).to_double() : 0.0;
   };
+
   TrainOutcome out;
+  out.parameters = parameter_count(run.model().buckets());
   out.initial_validation_loss = validation_loss();
-  const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < cfg.steps; ++step) {
-    const auto step_start = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
+    const double comm_before = run.comm_seconds();
     const double intra_before = sent(amsp::comm::Locality::intra_node);
     const double inter_before = sent(amsp::comm::Locality::inter_node);
     double loss_sum = 0.0;
-    for (int m = 0; m < cfg.micro_batches; ++m) {
-      opt.start_micro_batch(m == cfg.micro_batches - 1);
-      const ExampleSet batch =
-          sampler.micro_batch(data.train.view(), static_cast<std::uint64_t>(step), split, comm.rank(), m);
-      // Forward: gather layer l just before it runs and prefetch layer l + 1 behind it.
-      loss_sum += model.forward(params, batch.view(), [&](std::size_t l) {
-        params[l] = opt.gather(static_cast<int>(l)).data();
-        if (l + 1 < layers) opt.prefetch(static_cast<int>(l + 1));
-      });
-      // Backward: hand each layer's gradient to the engine as soon as it is complete; the
-      // gathered parameters were kept for the backward, so each layer is gathered once.
-      for (std::size_t l = 0; l < layers; ++l) grads[l] = opt.grad_buffer(static_cast<int>(l)).data();
-      model.backward(params, grads, [&](std::size_t l) {
-        opt.release(static_cast<int>(l));
-        opt.reduce_gradients(static_cast<int>(l));
-      });
-    }
-    opt.step();
-    opt.synchronize();  // the spread completes inside the step's accounting
-    const double step_intra = sent(amsp::comm::Locality::intra_node) - intra_before;
-    const double step_inter = sent(amsp::comm::Locality::inter_node) - inter_before;
-    out.bytes_intra += step_intra;  // summed here, divided by the step count at the end
-    out.bytes_inter += step_inter;
+    for (int m = 0; m < cfg.micro_batches; ++m)
+      loss_sum += run.micro_batch(windows_at(data.train, sampler.starts(std::uint64_t(step), mesh.world_size(),
+                                                                          cfg.micro_batches, comm.rank(), m),
+                                             context),
+                                  m == cfg.micro_batches - 1);
+    run.step();
+    StepRecord r;
+    r.step = step + 1;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.comm_seconds = run.comm_seconds() - comm_before;
+    r.bytes_intra = sent(amsp::comm::Locality::intra_node) - intra_before;
+    r.bytes_inter = sent(amsp::comm::Locality::inter_node) - inter_before;
+    r.lr = cfg.schedule.at(step + 1);
     world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum);
-    const float loss = static_cast<float>(loss_sum / (mesh.world_size() * cfg.micro_batches));
-    out.final_loss = loss;
-    out.losses.push_back(loss);
-    const bool evaluate = step + 1 == cfg.steps || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0);
-    const std::optional<float> val = evaluate ? std::optional<float>(validation_loss()) : std::nullopt;
-    if (val) out.final_validation_loss = *val;
-    if (comm.rank() == 0 && cfg.print) {
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-      char val_text[32] = "";
-      if (val) std::snprintf(val_text, sizeof val_text, "  val %.4f", *val);
-      std::printf("step %4d/%d  loss %.4f%s  tokens/s %8.0f  sent intra %9.0f B  inter %9.0f B\n", step + 1,
-                  cfg.steps, loss, val_text, double(cfg.global_batch) / dt, step_intra, step_inter);
-      std::fflush(stdout);
-    }
+    r.loss = loss_sum / (mesh.world_size() * cfg.micro_batches);
+    if (step + 1 == cfg.steps || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0))
+      r.validation_loss = validation_loss();
+    out.steps.push_back(r);
+    out.seconds += r.seconds;
+    out.comm_seconds += r.comm_seconds;
+    out.bytes_intra += r.bytes_intra;  // summed here, divided by the step count at the end
+    out.bytes_inter += r.bytes_inter;
+    if (log) log->record(r);
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.bytes_intra /= cfg.steps;
   out.bytes_inter /= cfg.steps;
-  const amsp::TrafficExpectation expected = opt.expected_traffic(cfg.micro_batches, 1);
+  out.final_loss = out.steps.back().loss;
+  out.final_validation_loss = out.steps.back().validation_loss;
+  const amsp::TrafficExpectation expected =
+      run.engine().expected_traffic(cfg.micro_batches, run.gathers_per_micro_batch());
   out.expected_intra = expected.intra_total().to_double();
   out.expected_inter = expected.inter_total().to_double();
-  out.model_state_bytes = opt.memory().model_states();
+  out.model_state_bytes = run.engine().memory().model_states();
+  if (cfg.sample_bytes > 0)
+    out.sample = run.with_all_gathered([&](std::span<const float* const> p) {
+      return comm.rank() == 0 ? sample_text(run.model(), p, "The ", std::size_t(cfg.sample_bytes), cfg.seed)
+                              : std::string();
+    });
   return out;
 }
 

@@ -29,6 +29,8 @@ struct JobConfig {
   bool accumulate_grads = false;
   /// EngineOptions::zero_grad_buffers of the run.
   bool zero_grad_buffers = true;
+  /// EngineOptions::check_collectives of the run.
+  bool check_collectives = false;
 };
 
 /// Final full parameters, one vector per tensor in model order.
@@ -44,6 +46,7 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   options.max_grad_norm = job.max_grad_norm;
   options.param_groups = job.param_groups;
   options.zero_grad_buffers = job.zero_grad_buffers;
+  options.check_collectives = job.check_collectives;
   ShardedOptimizer<Comm, Rule, ParamT, ParamT, Space> opt(comm, mesh, plan, rule, odd_model(), options);
   std::size_t t = 0;
   for (int b = 0; b < opt.bucket_count(); ++b)

@@ -1,7 +1,8 @@
 // The parity suite (parity_cases.hpp) in the asynchronous host space, where reductions, the OS
 // stage, the spread and prefetches run on a worker thread per rank; under ThreadSanitizer a
 // missing event wait in the schedule is a reported data race. Plus: the asynchronous space gives
-// bitwise the serial space's results (the same operations in the same order, on another thread).
+// bitwise the serial space's results (the same operations in the same order, on another thread),
+// with the collective consistency check on.
 #include "parity_cases.hpp"
 
 AMSP_ENGINE_PARITY_CASES(amsp::HostAsync)
@@ -20,6 +21,7 @@ TEST_CASE("the asynchronous space gives the serial space's bits on every plan") 
         job.micro_batches = 3;
         job.max_grad_norm = 0.05f;
         job.os_layout = layout;
+        job.check_collectives = true;  // the consistency check's calls run on the worker thread too
         CHECK(bitwise_equal(run_in<amsp::HostAsync>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)));
         CHECK(bitwise_equal(run_in<amsp::HostAsync, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job),
                             run_in<amsp::HostSerial, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)));

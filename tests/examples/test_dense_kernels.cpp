@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "amsp_train/dense_kernels.hpp"
@@ -51,12 +52,12 @@ void check_product(std::size_t rows, std::size_t depth, std::size_t cols, std::s
     }
 }
 
-TEST_CASE("gemm_accumulate: Y += X·W") {
-  constexpr std::size_t in = 6, out = 9;
-  for (const std::size_t rows : {1u, 4u, 7u})
-    check_product(rows, in, out, in, 1, [&](const float* x, const float* w, float* y) {
-      gemm_accumulate(x, rows, in, w, out, y);
-    });
+TEST_CASE("gemm_accumulate: Y += X·W, inside one tile and across several") {
+  for (const auto& [in, out] : {std::pair<std::size_t, std::size_t>{6, 9}, {depth_tile + 6, 2 * width_tile + 3}})
+    for (const std::size_t rows : {1u, 4u, 7u})
+      check_product(rows, in, out, in, 1, [&](const float* x, const float* w, float* y) {
+        gemm_accumulate(x, rows, in, w, out, y);
+      });
 }
 
 TEST_CASE("gemm_at_b_accumulate: G += Xᵀ·D") {
@@ -65,6 +66,26 @@ TEST_CASE("gemm_at_b_accumulate: G += Xᵀ·D") {
     check_product(in, rows, out, 1, in, [&](const float* x, const float* d, float* g) {
       gemm_at_b_accumulate(x, rows, in, d, out, g);
     });
+}
+
+TEST_CASE("exp_nonpositive is within 3e-7 relative of exp on [-87, 0] and positive below") {
+  double worst = 0.0;
+  for (double x = -87.0; x <= 0.0; x += 1.0 / 1024.0) {
+    const auto xf = static_cast<float>(x);
+    const double exact = std::exp(static_cast<double>(xf));
+    worst = std::max(worst, std::abs(static_cast<double>(exp_nonpositive(xf)) - exact) / exact);
+  }
+  CHECK(worst < 3e-7);
+  CHECK(exp_nonpositive(0.0f) == 1.0f);
+  CHECK(exp_nonpositive(-1000.0f) > 0.0f);
+}
+
+TEST_CASE("transpose of a strided sub-matrix") {
+  const std::vector<float> a = random_vector(5 * 12, 8);  // a 5x4 block at column 3 of a 5x12 matrix
+  std::vector<float> t(4 * 5);
+  transpose(a.data() + 3, 5, 4, t.data(), 12);
+  for (std::size_t r = 0; r < 5; ++r)
+    for (std::size_t c = 0; c < 4; ++c) CHECK(t[c * 5 + r] == a[r * 12 + 3 + c]);
 }
 
 TEST_CASE("transpose, broadcast_rows, sum_rows_accumulate") {

@@ -19,6 +19,14 @@ namespace detail = amsp::optim::detail;
 using amsp::detail::bits_float;
 using amsp::detail::float_bits;
 
+#if defined(AMSP_TEST_EXPECTED_SIMD_WIDTH)
+TEST_CASE("the host loops use the register width of the instruction set this test was built for") {
+  // Set per ISA variant by tests/optim/CMakeLists.txt: a variant whose -march flag did not take
+  // effect would otherwise quietly test a narrower path twice.
+  CHECK(detail::simd_width == AMSP_TEST_EXPECTED_SIMD_WIDTH);
+}
+#endif
+
 TEST_CASE("for_each_block hands every aligned block to exactly one thread") {
   constexpr std::size_t block = detail::block_elements;
   static_assert(block % detail::chunk_alignment == 0);

@@ -187,7 +187,8 @@ TEST_CASE("dispatch picks the policy types that match each factor") {
 TEST_CASE("dispatch then plan_of returns every enumerated plan unchanged") {
   amsp_test::for_each_mesh([](const Mesh& mesh) {
     for (const Plan& plan : amsp::enumerate_plans(mesh)) {
-      const Plan back = amsp::dispatch(plan, mesh, [](auto p, auto g, auto os) { return amsp::plan_of(p, g, os); });
+      const Plan back =
+          amsp::dispatch(plan, mesh, [&](auto p, auto g, auto os) { return amsp::plan_of(p, g, os, mesh); });
       REQUIRE(back == plan);
     }
   });

@@ -15,12 +15,16 @@
 // - with MpiOptions::check_calls (the default), each collective first compares kind, dtype, count,
 //   reduce op and root across ranks with one small MPI_Allreduce, so that a mismatch throws
 //   comm.count_mismatch (etc.) on every rank instead of hanging or corrupting memory.
+// - with MpiOptions::collective_timeout (the watchdog, off by default), every wait polls with a
+//   deadline, and a collective that does not complete in time ends the job with MPI_Abort and a
+//   message naming the call and the rank (amsp/comm/detail/mpi_watchdog.hpp).
 //
 // MPI errors are returned, not fatal, on the communicators amsp owns, and thrown as rule comm.mpi.
 
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/detail/mpi_watchdog.hpp"
 #include "amsp/comm/detail/unique_handle.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
@@ -117,8 +122,9 @@ struct FreeMpiComm {
 
 class MpiRequestState final : public HandleState {
 public:
-  MpiRequestState(MPI_Request request, std::function<void()> finish)
-      : request_(request), finish_(std::move(finish)) {}
+  MpiRequestState(MPI_Request request, std::function<void()> finish, std::chrono::nanoseconds timeout = {},
+                  WatchedCall what = {})
+      : request_(request), finish_(std::move(finish)), timeout_(timeout), what_(what) {}
   bool test() override {
     if (request_ != MPI_REQUEST_NULL) {
       int done = 0;
@@ -129,7 +135,7 @@ public:
     return true;
   }
   void wait() override {
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    check_mpi(wait_watched(request_, timeout_, what_), "MPI_Wait");
     complete();
   }
 
@@ -139,6 +145,8 @@ private:
   }
   MPI_Request request_;
   std::function<void()> finish_;
+  std::chrono::nanoseconds timeout_;
+  WatchedCall what_;
 };
 
 }  // namespace detail
@@ -175,6 +183,10 @@ private:
 struct MpiOptions {
   /// Compare every collective's arguments across ranks first (one small MPI_Allreduce).
   bool check_calls = true;
+  /// The watchdog: a collective (or barrier, or the check above) that a rank waits for longer
+  /// than this ends the job with MPI_Abort and a message naming it (rule comm.timeout). Zero:
+  /// wait forever (the default). Not for split(), whose MPI_Comm_split has no nonblocking form.
+  std::chrono::milliseconds collective_timeout{0};
 };
 
 class MpiCommunicator {
@@ -241,7 +253,11 @@ public:
     return start_reduce(send, recv, count, op, root, true);
   }
 
-  void barrier() { detail::check_mpi(MPI_Barrier(comm_.get()), "MPI_Barrier"); }
+  void barrier() {
+    (void)issue(
+        false, [&] { return MPI_Barrier(comm_.get()); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_.get(), r); },
+        {}, "MPI_Barrier");
+  }
 
   /// MPI_Comm_split with color = index of the caller's group, key = its position; see the
   /// communicator concept.
@@ -290,7 +306,12 @@ private:
       both[i] = mine[i];
       both[i + 5] = -mine[i];
     }
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), 10, MPI_LONG_LONG, MPI_MAX, comm_.get()), "MPI_Allreduce");
+    (void)issue(
+        false, [&] { return MPI_Allreduce(MPI_IN_PLACE, both.data(), 10, MPI_LONG_LONG, MPI_MAX, comm_.get()); },
+        [&](MPI_Request* r) {
+          return MPI_Iallreduce(MPI_IN_PLACE, both.data(), 10, MPI_LONG_LONG, MPI_MAX, comm_.get(), r);
+        },
+        {}, "MPI_Allreduce", static_cast<std::size_t>(count), what);
     const std::array<std::string_view, 5> rules{"comm.op_mismatch", "comm.dtype_mismatch", count_rule,
                                                 "comm.reduce_op_mismatch", "comm.root_mismatch"};
     for (std::size_t i = 0; i < 5; ++i)
@@ -309,17 +330,25 @@ private:
   }
 
   // Issues a blocking call (and returns a completed handle after `finish`) or a nonblocking one.
+  // With the watchdog, a blocking call is the nonblocking one waited for with a deadline.
   template <class Blocking, class Nonblocking>
   [[nodiscard]] Handle issue(bool async, Blocking blocking, Nonblocking nonblocking, std::function<void()> finish,
-                             const char* name) {
-    if (!async) {
+                             const char* name, std::size_t count = 0, std::string_view checking = {}) {
+    const std::chrono::nanoseconds timeout = options_.collective_timeout;
+    if (!async && timeout.count() == 0) {
       detail::check_mpi(blocking(), name);
       if (finish) finish();
       return Handle();
     }
     MPI_Request request = MPI_REQUEST_NULL;
     detail::check_mpi(nonblocking(&request), name);
-    return Handle(std::make_shared<detail::MpiRequestState>(request, std::move(finish)));
+    const detail::WatchedCall what{name, checking, static_cast<long long>(count), rank_, size_};
+    if (!async) {
+      detail::check_mpi(detail::wait_watched(request, timeout, what), name);
+      if (finish) finish();
+      return Handle();
+    }
+    return Handle(std::make_shared<detail::MpiRequestState>(request, std::move(finish), timeout, what));
   }
 
   template <class T>
@@ -331,7 +360,8 @@ private:
     const void* source = send == recv + static_cast<std::size_t>(rank_) * count ? MPI_IN_PLACE : send;
     return issue(
         async, [&] { return MPI_Allgather(source, n, type, recv, n, type, comm_.get()); },
-        [&](MPI_Request* r) { return MPI_Iallgather(source, n, type, recv, n, type, comm_.get(), r); }, {}, "MPI_Allgather");
+        [&](MPI_Request* r) { return MPI_Iallgather(source, n, type, recv, n, type, comm_.get(), r); }, {}, "MPI_Allgather",
+        count);
   }
 
   template <class T>
@@ -355,7 +385,7 @@ private:
     return issue(
         async, [&] { return MPI_Reduce_scatter_block(send, target, n, type, sum, comm_.get()); },
         [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, target, n, type, sum, comm_.get(), r); },
-        std::move(finish), "MPI_Reduce_scatter_block");
+        std::move(finish), "MPI_Reduce_scatter_block", recv_count);
   }
 
   template <class T>
@@ -370,7 +400,7 @@ private:
     return issue(
         async, [&] { return MPI_Allreduce(source, recv, n, type, sum, comm_.get()); },
         [&](MPI_Request* r) { return MPI_Iallreduce(source, recv, n, type, sum, comm_.get(), r); }, std::move(finish),
-        "MPI_Allreduce");
+        "MPI_Allreduce", count);
   }
 
   template <class T>
@@ -383,7 +413,7 @@ private:
     const MPI_Datatype type = detail::mpi_datatype<T>();
     return issue(
         async, [&] { return MPI_Bcast(recv, n, type, root, comm_.get()); },
-        [&](MPI_Request* r) { return MPI_Ibcast(recv, n, type, root, comm_.get(), r); }, {}, "MPI_Bcast");
+        [&](MPI_Request* r) { return MPI_Ibcast(recv, n, type, root, comm_.get(), r); }, {}, "MPI_Bcast", count);
   }
 
   template <class T>
@@ -400,7 +430,7 @@ private:
     return issue(
         async, [&] { return MPI_Reduce(source, recv, n, type, sum, root, comm_.get()); },
         [&](MPI_Request* r) { return MPI_Ireduce(source, recv, n, type, sum, root, comm_.get(), r); }, std::move(finish),
-        "MPI_Reduce");
+        "MPI_Reduce", count);
   }
 
   detail::UniqueHandle<MPI_Comm, detail::FreeMpiComm> comm_;

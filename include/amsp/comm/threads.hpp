@@ -13,6 +13,7 @@
 //     comm.all_reduce(grad.data(), grad.data(), grad.size(), amsp::comm::reduce_op::avg);
 //   });
 
+#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -36,8 +37,18 @@
 namespace amsp::comm {
 
 class ThreadsCommunicator;
+
+/// How run_on_threads runs a world.
+struct ThreadsOptions {
+  /// The watchdog: a rank that waits longer than this for its peers to enter a collective (or a
+  /// barrier or split) throws rule comm.timeout naming the ranks that did not come, and the world
+  /// is aborted, so every other rank waiting in a collective throws comm.aborted with that
+  /// reason. Zero: wait forever (the default).
+  std::chrono::milliseconds collective_timeout{0};
+};
+
 template <class F>
-void run_on_threads(int world_size, F&& f);
+void run_on_threads(int world_size, F&& f, ThreadsOptions options = {});
 
 /// Whether this program's threads collectives accept CUDA device buffers: true once a file of it
 /// includes amsp/comm/threads_cuda.cuh (from the start of main on).
@@ -122,7 +133,7 @@ public:
     mine.count = static_cast<std::size_t>(index);
     mine.root = position;
     if (position == 0) mine.child = std::make_shared<detail::ThreadsGroup>(g.world, group.size());
-    g.barrier.arrive_and_wait();
+    g.barrier.arrive_and_wait(rank_, "split");
     validate_slots(g, rank_);
     for (int r = 0; r < size(); ++r) {
       const detail::ThreadsSlot& peer = g.slots[static_cast<std::size_t>(r)];
@@ -139,7 +150,7 @@ public:
 
 private:
   template <class F>
-  friend void run_on_threads(int world_size, F&& f);
+  friend void run_on_threads(int world_size, F&& f, ThreadsOptions options);
 
   ThreadsCommunicator(std::shared_ptr<detail::ThreadsGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
 
@@ -176,7 +187,7 @@ private:
     detail::ThreadsGroup& g = *group;
     detail::place_buffers(slot, rank);
     g.slots[static_cast<std::size_t>(rank)] = slot;
-    g.barrier.arrive_and_wait();
+    g.barrier.arrive_and_wait(rank, detail::name_of(slot.op));
     validate_slots(g, rank);
     if (slot.send_place.kind == memory_kind::cuda) {
       move_on_device(g, rank);
@@ -280,11 +291,13 @@ static_assert(communicator<ThreadsCommunicator>);
 /// Runs `f(ThreadsCommunicator&)` on `world_size` threads, one per rank, and joins them. If any
 /// rank throws, the world is aborted (every rank blocked in a collective throws rule
 /// comm.aborted) and, after all threads joined, the first exception that was not such a
-/// consequence is rethrown.
+/// consequence is rethrown. `options`: the watchdog (ThreadsOptions).
 template <class F>
-void run_on_threads(int world_size, F&& f) {
+void run_on_threads(int world_size, F&& f, ThreadsOptions options) {
   check(world_size >= 1, "comm.world_size", "run_on_threads needs at least one rank, got ", world_size);
-  auto abort_switch = std::make_shared<detail::AbortSwitch>();
+  check(options.collective_timeout.count() >= 0, "comm.timeout_range", "the collective timeout is ",
+        options.collective_timeout.count(), " ms; it must be positive, or 0 for none");
+  auto abort_switch = std::make_shared<detail::AbortSwitch>(options.collective_timeout);
   auto world = std::make_shared<detail::ThreadsGroup>(abort_switch, world_size);
   std::mutex mutex;
   std::exception_ptr first_error;

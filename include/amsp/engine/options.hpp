@@ -63,6 +63,11 @@ struct EngineOptions {
   /// with +=, as llm.c's does) or one with unspecified contents that the user overwrites
   /// entirely (false: saves one write pass over the bucket per micro-batch).
   bool zero_grad_buffers = true;
+  /// Before each collective, every rank agrees on what it issues (operation, bucket, count, dtype,
+  /// root, step, micro-batch): a difference is rule comm.collective_mismatch on every rank instead
+  /// of a hang or a wrong result. Costs one small all_gather per collective, on its communicator
+  /// (docs/reliability.md). The environment variable AMSP_CHECK_COLLECTIVES=1 also turns it on.
+  bool check_collectives = false;
 };
 
 /// One bucket: the tensors whose collectives are issued together (typically one layer).

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/consistency_check.hpp"
 #include "amsp/core/buffer.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
@@ -87,7 +88,8 @@ public:
   ShardedOptimizer(Comm& world, const Mesh& mesh, const Plan& plan, Rule rule, std::vector<BucketSpec> buckets,
                    EngineOptions options = {})
       : world_(&world), mesh_(checked_mesh(mesh, world)), groups_(mesh, plan), rule_(rule),
-        options_(options), rank_(world.rank()) {
+        options_(options), rank_(world.rank()),
+        check_collectives_(options.check_collectives || comm::collective_checks_requested()) {
     check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
           "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
           to_string(plan.g), " and s_p = ", to_string(plan.p));
@@ -173,7 +175,10 @@ public:
     const ParamT* send = bucket.p_store.data();
     ParamT* recv = gather_pool_.data(bucket.gather_slot);
     const std::size_t count = bucket.geo.p.size();
-    bucket.gather_done = space_.launch([comm, send, recv, count] {
+    const IssueContext at = issue_context();
+    Bucket* issuing = &bucket;
+    bucket.gather_done = space_.launch([this, comm, send, recv, count, at, issuing] {
+      agree<ParamT>(*comm, "P group", comm::op_kind::all_gather, count, issuing->spec.name, at);
       std::vector<comm::Handle> h;
       h.push_back(comm->all_gather_async(send, recv, count));
       return h;
@@ -302,7 +307,13 @@ public:
     if (need_norm) {
       double sum_sq = 0.0;
       for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
-      if (os_comm_) space_.submit([&] { os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum); }).wait();
+      if (os_comm_) {
+        const IssueContext at = issue_context();
+        space_.submit([&] {
+          agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
+          os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
+        }).wait();
+      }
       result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
     }
     const bool nonfinite = need_norm && !std::isfinite(result.grad_norm);
@@ -432,6 +443,15 @@ public:
   }
 
 private:
+  // What a collective's check records about the host's position in the schedule, taken when the
+  // host issues the work (the stream may run it later, when the host has moved on).
+  struct IssueContext {
+    std::int64_t step = 0;
+    int micro_batch = 0;
+    bool last = false;
+  };
+  [[nodiscard]] IssueContext issue_context() const { return {step_, micro_batches_ - 1, last_}; }
+
   static constexpr int no_grad_slot = -1;
   static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
 
@@ -624,23 +644,24 @@ private:
   // G store when slot < 0) to the communication stream: the whole chain runs there in order, and
   // the host keeps only the decisions (first micro-batch? last?) it took now.
   void submit_reduction(Bucket& b, int slot) {
-    const bool first = !b.accumulated, last = last_;
+    const bool first = !b.accumulated;
+    const IssueContext at = issue_context();
     b.accumulated = true;
     b.reduced = true;
     Bucket* bucket = &b;
-    reductions_.push_back(space_.submit([this, bucket, slot, first, last] {
+    reductions_.push_back(space_.submit([this, bucket, slot, first, at] {
       if (slot >= 0) {
-        reduce(*bucket, grad_pool_.data(slot), first);
+        reduce(*bucket, grad_pool_.data(slot), first, at);
         grad_pool_.release(slot);
       }
-      if (last) finish(*bucket);
+      if (at.last) finish(*bucket, at);
     }));
   }
 
   // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
   // split (fp32), accumulate into the G shard (the first micro-batch writes it). Runs on the
   // communication stream.
-  void reduce(Bucket& b, const GradT* full, bool first) {
+  void reduce(Bucket& b, const GradT* full, bool first, const IssueContext& at) {
     const BucketGeometry& geo = b.geo;
     int x_slot = -1;
     const float* x = nullptr;
@@ -666,12 +687,16 @@ private:
     if (p_comm_ && g_split_comm_) {
       const int y_slot = work_pool_.acquire(geo.p.size());
       float* y = work_pool_.data(y_slot);
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
       p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
       work_pool_.release(y_slot);
     } else if (p_comm_) {
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else if (g_split_comm_) {
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else {
       z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
@@ -693,7 +718,7 @@ private:
 
   // Last micro-batch: G shard -> OS shard (ReduceScatter, or Reduce to the owner), then the
   // AllReduce across OS replicas. Runs on the communication stream.
-  void finish(Bucket& b) {
+  void finish(Bucket& b, const IssueContext& at) {
     const BucketGeometry& geo = b.geo;
     int wide_slot = -1;
     float* g32 = nullptr;
@@ -705,15 +730,19 @@ private:
       for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
     }
     if (!whole_tensor()) {
+      if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name, at);
       if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
       if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
     } else {
       for (const OwnedSegment& s : b.segments) {
         float* seg = g32 + s.offset_in_p;
+        if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, at, s.owner);
         if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
         if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
       }
     }
+    if (os_replica_comm_ && os_elements(b) > 0)
+      agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name, at);
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
@@ -728,10 +757,10 @@ private:
     check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
     Bucket* bucket = &b;
-    const std::int64_t step = step_;
-    b.update_done = space_.launch([this, bucket, group_rules, grad_scale, step] {
-      update(*bucket, *group_rules, grad_scale, step);
-      return spread_collectives(*bucket);
+    const IssueContext at = issue_context();
+    b.update_done = space_.launch([this, bucket, group_rules, grad_scale, at] {
+      update(*bucket, *group_rules, grad_scale, at.step);
+      return spread_collectives(*bucket, at);
     });
   }
 
@@ -752,21 +781,41 @@ private:
   // The spread alone (after the P store was rewritten on the host), on the communication stream.
   void spread(Bucket& b) {
     Bucket* bucket = &b;
-    b.update_done = space_.launch([this, bucket] { return spread_collectives(*bucket); });
+    const IssueContext at = issue_context();
+    b.update_done = space_.launch([this, bucket, at] { return spread_collectives(*bucket, at); });
   }
 
   // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
-  std::vector<comm::Handle> spread_collectives(Bucket& b) {
+  std::vector<comm::Handle> spread_collectives(Bucket& b, const IssueContext& at) {
     std::vector<comm::Handle> handles;
     if (!spread_comm_) return handles;
     ParamT* p = b.p_store.data();
     if (!whole_tensor()) {
+      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name, at);
       handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
     } else {
-      for (const OwnedSegment& s : b.segments)
+      for (const OwnedSegment& s : b.segments) {
+        agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, at, s.owner);
         handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
+      }
     }
     return handles;
+  }
+
+  // check_collectives: the ranks of `on` agree on the collective they issue on it next (rule
+  // comm.collective_mismatch), before they issue it.
+  template <class T>
+  void agree(Comm& on, std::string_view group, comm::op_kind kind, std::size_t count, std::string_view label,
+             const IssueContext& at, int root = 0) {
+    if (!check_collectives_) return;
+    // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
+    // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
+    const bool gather = kind == comm::op_kind::all_gather && group == "P group";
+    const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
+    const std::string_view phase = gather ? "forward" : stepping ? "step" : at.last ? "last backward" : "backward";
+    checker_(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
+                                      .label = label, .group = group, .phase = phase, .group_size = on.size(),
+                                      .step = at.step, .micro_batch = gather || stepping ? -1 : at.micro_batch});
   }
 
   Comm* world_;
@@ -786,6 +835,8 @@ private:
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
+  bool check_collectives_ = false;
+  comm::CollectiveChecker checker_;  // used on the space's stream only
   Space space_;  // last: destroyed first, so its stream finishes before anything it touches goes
 };
 

@@ -1,6 +1,8 @@
 #pragma once
-// Measured effective bandwidth of the cluster's collectives, per op × group shape (p0 × p1: ranks
-// per node × nodes of one group) × message size, as `amsp-profile` writes it:
+// The bandwidth-profile format, reader and writer together: measured effective bandwidth of the
+// cluster's collectives, per op × group shape (p0 × p1: ranks per node × nodes of one group) ×
+// message size. `amsp-profile` (tools/amsp_profile) measures and writes it with
+// bandwidth_profile_json; amsp-plan reads it with BandwidthProfile::load:
 //
 //   {"format": "amsp-bandwidth-profile/1", "backend": "nccl", "mesh": "8x2", "host": "...",
 //    "entries": [{"op": "all_gather", "group": "8x1", "bytes": 4194304, "seconds": 0.00123,
@@ -17,20 +19,63 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "amsp/comm/op.hpp"
+#include "amsp/comm/traffic.hpp"
 #include "amsp/core/error.hpp"
 #include "amsp/core/json.hpp"
 #include "amsp/sharding/mesh.hpp"
 
 namespace amsp::planner {
+
+/// The "format" field of every profile document; the reader accepts this version only.
+inline constexpr std::string_view bandwidth_profile_format = "amsp-bandwidth-profile/1";
+
+/// One measurement, as written: the mean time of one collective `op` on every group of shape
+/// `group` at once, for a buffer of `bytes` (gathered size for AllGather, input size for
+/// ReduceScatter, buffer size for AllReduce and Broadcast).
+struct ProfileEntry {
+  comm::op_kind op = comm::op_kind::all_gather;
+  Factor group;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+
+  [[nodiscard]] double algbw_gbps() const { return static_cast<double>(bytes) / seconds / 1e9; }
+  [[nodiscard]] double busbw_gbps() const { return algbw_gbps() * comm::bus_bandwidth_factor(op, group.size()); }
+};
+
+/// The profile document: {"format", "backend", "mesh", "host", "entries": [...]}, each entry with
+/// op, group, bytes, seconds and (for people and nccl-tests comparisons) algbw_gbps, busbw_gbps.
+[[nodiscard]] inline Json bandwidth_profile_json(const std::vector<ProfileEntry>& entries, std::string_view backend,
+                                                 const Mesh& mesh, std::string_view host) {
+  Json doc = Json::object();
+  doc["format"] = bandwidth_profile_format;
+  doc["backend"] = backend;
+  doc["mesh"] = to_string(mesh);
+  doc["host"] = host;
+  Json list = Json::array();
+  for (const ProfileEntry& e : entries) {
+    Json item = Json::object();
+    item["op"] = comm::name_of(e.op);
+    item["group"] = to_string(e.group);
+    item["bytes"] = e.bytes;
+    item["seconds"] = e.seconds;
+    item["algbw_gbps"] = e.algbw_gbps();
+    item["busbw_gbps"] = e.busbw_gbps();
+    list.push_back(std::move(item));
+  }
+  doc["entries"] = std::move(list);
+  return doc;
+}
 
 struct ProfilePoint {
   double bytes = 0;
@@ -81,12 +126,12 @@ public:
     return std::exp(std::log(lo.seconds) + f * std::log(hi.seconds / lo.seconds));
   }
 
-  /// Reads the JSON document of amsp-profile; errors name the entry (rule planner.profile, or
+  /// Reads the document bandwidth_profile_json writes; errors name the entry (rule planner.profile, or
   /// json.parse for malformed JSON).
   [[nodiscard]] static BandwidthProfile from_json(const Json& doc) {
     check(doc.is_object() && doc.contains("format") && doc.at("format").is_string() &&
-              doc.at("format").as_string() == "amsp-bandwidth-profile/1",
-          "planner.profile", "not a bandwidth profile: expected \"format\": \"amsp-bandwidth-profile/1\"");
+              doc.at("format").as_string() == bandwidth_profile_format,
+          "planner.profile", "not a bandwidth profile: expected \"format\": \"", bandwidth_profile_format, "\"");
     check(doc.contains("entries") && doc.at("entries").is_array(), "planner.profile",
           "bandwidth profile has no \"entries\" array");
     BandwidthProfile profile;

@@ -20,6 +20,10 @@
 // bucket's reduction after the backward ends): it is an optimistic bound on the executor.
 //
 // MFU = model FLOPs per rank per step / (T × peak), model FLOPs as in workload.hpp.
+//
+// The compute side can instead come from a measured ComputeModel (compute_model.hpp): a CPU
+// workload's seconds per sample and per updated parameter replace FLOPs / (peak × efficiency) and
+// the HBM-bound update; the windows and κ are the same (StepCompute, measured_step_compute).
 
 #include <algorithm>
 #include <cstddef>
@@ -27,6 +31,7 @@
 
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/comm_model.hpp"
+#include "amsp/planner/compute_model.hpp"
 #include "amsp/planner/model.hpp"
 #include "amsp/planner/workload.hpp"
 #include "amsp/sharding/plan.hpp"
@@ -54,12 +59,21 @@ struct StepTime {
   return 28.0 * static_cast<double>(m.params()) / plan.os.size() / c.hbm_bytes_per_second;
 }
 
-/// Step time of `plan` given the seconds of each term (in `terms` order).
-[[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
+/// The compute side of one step, from a FLOP model (GPU) or a measured ComputeModel (CPU).
+struct StepCompute {
+  double per_micro_batch = 0;           ///< seconds of one micro-batch's forward + backward
+  double forward_fraction = 1.0 / 3.0;  ///< its forward's share
+  int micro_batches = 1;                ///< M
+  double update = 0;                    ///< seconds of the optimizer update
+};
+
+/// Step time from the compute side and the seconds of each term (in `terms` order); κ is the
+/// overlap slowdown (cluster.hpp). MFU is left 0 (it needs a FLOP model).
+[[nodiscard]] inline StepTime step_time(const StepCompute& compute, double overlap_slowdown,
                                         const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds) {
-  const double per_mb = micro_batch_compute_seconds(m, w, c);
-  const double M = w.micro_batches;
-  const double forward = per_mb * (w.recompute ? 0.25 : 1.0 / 3.0);
+  const double per_mb = compute.per_micro_batch;
+  const double M = compute.micro_batches;
+  const double forward = per_mb * compute.forward_fraction;
   const double backward = per_mb - forward;
   double every = 0, first = 0, last = 0;
   for (std::size_t i = 0; i < terms.size(); ++i) {
@@ -71,19 +85,41 @@ struct StepTime {
   }
   StepTime s;
   s.compute = M * per_mb;
-  s.update = update_seconds(plan, m, c);
+  s.update = compute.update;
   s.communication = every + first + last;
   s.serial = s.compute + s.communication + s.update;
   const double share_first = forward / s.compute;
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
-  const auto window = [k = c.overlap_slowdown](double compute, double comm) { return std::max(compute + k * comm, comm); };
+  const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
   s.overlapped = s.update + window(forward, first + every * share_first) +
                  window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
+  return s;
+}
+
+/// Step time of `plan` given the seconds of each term (in `terms` order), compute from the FLOP
+/// model on the cluster's GPUs.
+[[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
+                                        const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds) {
+  const StepCompute compute{micro_batch_compute_seconds(m, w, c), w.recompute ? 0.25 : 1.0 / 3.0, w.micro_batches,
+                            update_seconds(plan, m, c)};
+  StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);
   s.mfu_serial = model_flops / (s.serial * c.peak_flops);
   return s;
+}
+
+/// The compute side of a step of `plan` from a measured ComputeModel (compute_model.hpp):
+/// `samples_per_micro_batch` samples per rank, M micro-batches, `params` parameters in all.
+[[nodiscard]] inline StepCompute measured_step_compute(const Plan& plan, const ComputeModel& model,
+                                                       double samples_per_micro_batch, int micro_batches, double params) {
+  validate(model);
+  check(samples_per_micro_batch > 0 && micro_batches >= 1 && params > 0, "planner.compute",
+        "need positive samples per micro-batch, micro-batches and parameters, got ", samples_per_micro_batch, ", ",
+        micro_batches, ", ", params);
+  return {model.seconds_per_sample * samples_per_micro_batch, model.forward_fraction, micro_batches,
+          model.update_seconds_per_param * params / plan.os.size()};
 }
 
 }  // namespace amsp::planner

@@ -1,0 +1,55 @@
+#pragma once
+// What one training run is told (filled by the command line, cli.hpp, or by a test) and what it
+// reports back.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "amsp/engine/options.hpp"
+#include "amsp_train/gpt_config.hpp"
+#include "amsp_train/hyperparameters.hpp"
+
+namespace amsp_train {
+
+struct TrainConfig {
+  GptConfig model;
+  int steps = 300;
+  int micro_batches = 1;
+  std::size_t global_batch = 32;  ///< sequences of model.context bytes per step
+  LrSchedule schedule;            ///< its total is set to `steps` unless given
+  float weight_decay = 0.0f;      ///< on matrices only (hyperparameters.hpp)
+  float max_grad_norm = 1.0f;     ///< global-norm clipping, 0 = off
+  amsp::OsLayout os_layout = amsp::OsLayout::even_split;
+  bool keep_gathered = false;  ///< keep each gathered bucket from its forward to its backward
+  bool overlap = true;         ///< prefetch the next bucket and let the spread run into the next forward
+  int eval_every = 50;         ///< validation loss every N steps and after the last (0: only the last)
+  std::size_t eval_windows = 64;
+  int sample_bytes = 0;        ///< bytes of text sampled at the end (rank 0)
+  std::uint64_t seed = 1;
+  bool print = true;           ///< rank 0 prints a progress line per step
+  std::string log_json;        ///< one JSON record per step (rank 0), empty = none
+};
+
+/// Per-step measurements (rank 0's view for times and bytes).
+struct StepRecord {
+  int step = 0;
+  double loss = 0.0, lr = 0.0;
+  double validation_loss = -1.0;  ///< < 0: not evaluated at this step
+  double seconds = 0.0, comm_seconds = 0.0;
+  double bytes_intra = 0.0, bytes_inter = 0.0;
+};
+
+struct TrainOutcome {
+  double initial_validation_loss = 0.0, final_validation_loss = 0.0, final_loss = 0.0;
+  std::vector<StepRecord> steps;
+  double seconds = 0.0, comm_seconds = 0.0;
+  double bytes_intra = 0.0, bytes_inter = 0.0;        ///< per step, counted on this rank
+  double expected_intra = 0.0, expected_inter = 0.0;  ///< per step, the engine's traffic model
+  std::size_t model_state_bytes = 0;                  ///< this rank's P + G + OS stores
+  std::size_t parameters = 0;
+  std::string sample;  ///< sampled text (rank 0)
+};
+
+}  // namespace amsp_train

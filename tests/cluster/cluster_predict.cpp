@@ -1,0 +1,156 @@
+// amsp-cluster-predict: the planner's prediction for the example (amsp-train's char-level MLP) on
+// the emulated cluster (docs/cluster.md), one JSON line per plan: step seconds with and without
+// overlap from a measured compute model and a measured bandwidth profile, the engine's expected
+// inter-node bytes per rank, and the bytes the node links should carry under the collective
+// algorithms scripts/cluster.sh pins. Used by scripts/cluster-check.sh.
+//
+//   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbit 1
+//       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
+//       [--global-batch 256]
+//       [--micro-batches 1] [--hidden 256] [--layers 2] [--intra-gbytes 2] [--overlap-slowdown 0]
+// --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
+// price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
+// --intra-latency and --inter-latency seconds per algorithm step (default 0).
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amsp/planner/step_model.hpp"
+#include "amsp/sharding/presets.hpp"
+#include "amsp_train/char_mlp.hpp"
+
+namespace {
+using namespace amsp;
+using namespace amsp::planner;
+
+// Bytes all node links together carry for one call of `op` on every group of shape p0 × p1 (the
+// groups' ranks node by node, as PlanGroups orders them), under the pinned algorithms: a ring
+// (AllGather, AllReduce) crosses a node boundary on p1 of its n hops; recursive halving
+// (ReduceScatter-block) has every rank send S/2, S/4, ... to partners n/2, n/4, ... ranks away,
+// which cross nodes while the distance is at least p0: S·(1 − 1/p1) from each of the n ranks.
+double link_bytes_per_group(comm::op_kind op, double bytes, Factor g) {
+  if (g.inter == 1) return 0.0;
+  const double n = g.size();
+  switch (op) {
+    case comm::op_kind::all_gather: return g.inter * (n - 1) / n * bytes;
+    case comm::op_kind::all_reduce: return g.inter * 2 * (n - 1) / n * bytes;
+    case comm::op_kind::reduce_scatter: return n * bytes * (1.0 - 1.0 / g.inter);
+    default: return g.inter * (n - 1) / n * bytes;  // broadcast/reduce: not used by even_split plans
+  }
+}
+
+struct Args {
+  std::map<std::string, std::string, std::less<>> values;
+  [[nodiscard]] std::string text(std::string_view key, std::string fallback = "") const {
+    const auto it = values.find(key);
+    return it == values.end() ? fallback : it->second;
+  }
+  [[nodiscard]] double number(std::string_view key, double fallback) const {
+    const auto it = values.find(key);
+    if (it == values.end()) return fallback;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    check(end != it->second.c_str() && *end == '\0', "cli.number", "--", key, " needs a number, got '", it->second, "'");
+    return v;
+  }
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    check(flag.starts_with("--") && i + 1 < argc, "cli.value", "expected --option value, got '", flag, "'");
+    a.values[std::string(flag.substr(2))] = argv[i + 1];
+  }
+  return a;
+}
+
+// Splits at `separator` outside parentheses (plans such as mics(2) contain none, but p=..,g=.. do
+// contain commas, hence ';' between plans).
+std::vector<std::string> split(const std::string& list, char separator) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  int depth = 0;
+  for (std::size_t i = 0; i <= list.size(); ++i) {
+    if (i < list.size() && list[i] == '(') ++depth;
+    if (i < list.size() && list[i] == ')') --depth;
+    if (i == list.size() || (list[i] == separator && depth == 0)) {
+      if (i > start) out.push_back(list.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+int run(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const Mesh mesh = parse_mesh(a.text("mesh", "4x2"));
+  amsp_train::CharMlp model(amsp_train::CharMlpConfig{.context = 8,
+                                                      .hidden = static_cast<int>(a.number("hidden", 256)),
+                                                      .hidden_layers = static_cast<int>(a.number("layers", 2))});
+  std::vector<Module> units;
+  double params = 0;
+  for (const auto& layer : model.layers()) {
+    units.push_back({layer.name, -1, static_cast<std::int64_t>(layer.numel())});
+    params += static_cast<double>(layer.numel());
+  }
+  Cluster cluster;
+  cluster.mesh = mesh;
+  cluster.links = Links{a.number("intra-gbytes", 2.0) * 1e9, a.number("node-gbit", 1.0) * 1e9 / 8,
+                        a.number("intra-latency", 0.0), a.number("inter-latency", 0.0)};
+  if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
+  const double kappa = a.number("overlap-slowdown", 0.0);
+  // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
+  // communication, all of the model's parameters updated), or given directly.
+  ComputeModel compute{a.number("seconds-per-sample", 0), a.number("forward-fraction", 1.0 / 3.0),
+                       a.number("update-seconds-per-param", 0)};
+  if (const std::string c = a.text("calibration"); !c.empty()) {
+    std::vector<CalibrationStep> steps;
+    for (const std::string& point : split(c, ',')) {
+      const std::size_t colon = point.find(':');
+      check(colon != std::string::npos, "cli.value", "--calibration needs samples:seconds pairs, got '", point, "'");
+      steps.push_back({std::stod(point.substr(0, colon)), std::stod(point.substr(colon + 1))});
+    }
+    compute = fit_compute_model(steps, params, compute.forward_fraction);
+  }
+  const int M = static_cast<int>(a.number("micro-batches", 1));
+  const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
+  ScheduleOptions schedule;  // the example: fp32 on the wire, gathered layers kept for backward
+  schedule.param_wire_bytes = 4;
+  schedule.grad_wire_bytes = 4;
+  schedule.reshard_after_forward = false;
+  for (const std::string& name : split(a.text("plans", "ddp"), ';')) {
+    const Plan plan = parse_plan(name, mesh);
+    const PlanGroups groups(mesh, plan);
+    const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
+    std::vector<double> seconds;
+    double inter_per_rank = 0, link_bytes = 0;
+    for (const CommTerm& t : terms) {
+      seconds.push_back(t.seconds(cluster));
+      if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
+      for (const CollectiveCall& c : t.calls)
+        link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
+    }
+    const StepTime s = step_time(measured_step_compute(plan, compute, samples, M, params), kappa, terms, seconds);
+    std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
+                "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
+                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g}\n",
+                to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
+                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param);
+  }
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const amsp::error& e) {
+    std::fprintf(stderr, "amsp-cluster-predict: %s\n", e.what());
+    return 2;
+  }
+}

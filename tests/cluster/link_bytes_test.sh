@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# ctest `cluster`: brings up a 2-node x 2-rank emulated cluster (scripts/cluster.sh), trains the
+# example across it with one plan, and checks the bytes that crossed each node's link -- counted
+# by the kernel, independently of amsp -- against the engine's expected inter-node traffic.
+#
+#   link_bytes_test.sh AMSP_TRAIN CLUSTER_SH
+#
+# Bytes per step are the difference of two runs (SHORT and LONG steps, no validation in between):
+# MPI start-up, the initial and final validation gathers and the launcher's traffic are the same
+# in both and cancel. The plan is hsdp on 2x2: the only inter-node term is grad_replicas, an
+# AllReduce between the two ranks holding the same shard on different nodes, so every byte the
+# engine counts as inter-node crosses a link (in groups with several ranks per node the engine
+# counts all bytes as inter-node although a ring crosses the link only once per node).
+# Exit 77 (skip) without root, ip netns, mpirun or an MPI-enabled amsp-train.
+set -euo pipefail
+train=$1 cluster=$2
+export AMSP_CLUSTER_NAME=amspntest AMSP_CLUSTER_STATE=/run/amspntest
+readonly SHORT=2 LONG=8 RANKS_PER_NODE=2
+
+if ! command -v mpirun >/dev/null || ! command -v python3 >/dev/null; then echo "SKIP: needs mpirun and python3"; exit 77; fi
+trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+"$cluster" up 2 $RANKS_PER_NODE 1gbit  # exits 77 without root or ip netns
+
+tx_total() { "$cluster" counters | awk '{ s += $2 } END { printf "%.0f\n", s }'; }
+run() {  # run STEPS: prints "<link bytes sent by all nodes> <final JSON line>"
+  local before after json
+  before=$(tx_total)
+  json=$(timeout 60 "$cluster" run -- -np 4 "$train" --backend mpi --mesh 2x2 --plan hsdp --steps "$1" \
+           --eval-every 0 --quiet | tail -n 1)
+  after=$(tx_total)
+  echo "$((after - before)) $json"
+}
+field() { grep -o "\"$1\":[0-9.e+-]*" <<<"$2" | cut -d: -f2; }
+
+read -r short_bytes short_json < <(run $SHORT)
+if grep -q "built without MPI" <<<"$short_json"; then echo "SKIP: amsp-train without MPI"; exit 77; fi
+read -r long_bytes long_json < <(run $LONG)
+
+counted=$(field bytes_inter_per_step "$long_json")    # rank 0's traffic counter
+expected=$(field expected_bytes_inter_per_step "$long_json")
+python3 - "$short_bytes" "$long_bytes" "$counted" "$expected" <<PY
+import sys
+short, long_, counted, expected = map(float, sys.argv[1:])
+nodes, ranks = 2, $RANKS_PER_NODE
+per_step = (long_ - short) / ($LONG - $SHORT)       # bytes all nodes sent per step
+engine = expected * nodes * ranks                   # every rank sends the same in hsdp
+overhead = per_step / engine - 1
+print(f"link bytes per step (all nodes): {per_step:.0f}; engine's expected inter-node bytes x ranks: "
+      f"{engine:.0f}; counter: {counted:.0f} per rank; MPI/TCP framing overhead {100 * overhead:.2f} %")
+assert counted == expected, "amsp's traffic counter disagrees with the engine's expectation"
+assert expected > 0, "hsdp on 2x2 must send bytes across nodes"
+# Framing: TCP/IP headers (~0.6 % at MTU 9000), ACKs, MPI headers, the per-step loss AllReduce.
+assert 0.0 <= overhead <= 0.05, f"link bytes are {100 * overhead:.2f} % off the engine's expectation"
+PY

@@ -1,0 +1,118 @@
+// amsp-profile: measures the collectives a sharding planner prices and writes a bandwidth profile
+// (JSON, format in docs/collectives.md, amsp/planner/bandwidth_profile.hpp) for amsp-plan.
+//
+//   amsp-profile --mesh 4x2 --out profile.json                      (threads: 8 ranks in-process)
+//   mpirun -np 8 amsp-profile --backend mpi --mesh 4x2 --out p.json (MPI: one process per rank)
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amsp/comm/threads.hpp"
+#include "common/cli_args.hpp"
+#include "measure_collectives.hpp"
+#if defined(AMSP_HAS_MPI)
+#include "amsp/comm/mpi.hpp"
+#endif
+
+namespace {
+using namespace amsp;
+
+enum class Backend { threads, mpi };
+
+struct Options {
+  Backend backend = Backend::threads;
+  std::optional<Mesh> mesh;  // default: 4x2 on threads, world x 1 under MPI
+  std::string out;           // empty: stdout
+  std::vector<comm::op_kind> ops;
+  std::vector<Factor> groups;  // empty: every shape of the mesh
+  std::vector<std::uint64_t> sizes;
+};
+
+// Returns nullopt after printing --help.
+std::optional<Options> parse(int argc, char** argv) {
+  cli::Args args("amsp-profile",
+                 "amsp-profile: measures every collective a sharding planner prices (op x group shape x message\n"
+                 "size) and writes the bandwidth profile amsp-plan --profile reads.",
+                 argc, argv);
+  Options o;
+  o.backend = args.choice("--backend", "ranks as threads of this process, or one MPI process per rank",
+                          Backend::threads, {{"threads", Backend::threads}, {"mpi", Backend::mpi}});
+  o.mesh = args.optional_value<Mesh>("--mesh", "RxN", "ranks per node x nodes (default 4x2; MPI: world size x 1)",
+                                     [](std::string_view s) { return parse_mesh(s); });
+  o.out = args.text("--out", "FILE", "where to write the profile (default: standard output)", "");
+  o.ops = args.list<comm::op_kind>("--ops", "OP,...", "collectives to time (default all_gather,reduce_scatter,all_reduce,broadcast)",
+                                   {comm::op_kind::all_gather, comm::op_kind::reduce_scatter, comm::op_kind::all_reduce,
+                                    comm::op_kind::broadcast},
+                                   [](std::string_view s) { return comm::parse_op_kind(s); });
+  o.groups = args.list<Factor>("--groups", "AxB,...", "group shapes to time (default: every aligned block of the mesh)",
+                               {}, [](std::string_view s) { return parse_factor(s); });
+  o.sizes = args.list<std::uint64_t>(
+      "--sizes", "BYTES,...", "message sizes in bytes (default 65536,1048576,16777216)",
+      {std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20},
+      [](std::string_view s) { return static_cast<std::uint64_t>(detail::parse_positive_int(s, "profile.size", "size")); });
+  args.epilog("Examples\n  amsp-profile --mesh 4x2 --out profile.json\n"
+              "  mpirun -np 8 amsp-profile --backend mpi --mesh 4x2 --out profile.json");
+  if (args.finish()) {
+    std::cout << args.help();
+    return std::nullopt;
+  }
+#if !defined(AMSP_HAS_MPI)
+  if (o.backend == Backend::mpi)
+    throw cli::usage_error("amsp-profile: --backend 'mpi': this amsp-profile was built without MPI");
+#endif
+  return o;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+void write(const Options& o, const Mesh& mesh, const std::vector<planner::ProfileEntry>& entries) {
+  const std::string_view backend = o.backend == Backend::mpi ? "mpi" : "threads";
+  const std::string text = to_json_string(planner::bandwidth_profile_json(entries, backend, mesh, host_name()), 1) + "\n";
+  if (o.out.empty()) {
+    std::cout << text;
+    return;
+  }
+  std::ofstream file(o.out);
+  check(static_cast<bool>(file << text), "profile.write", "cannot write ", o.out);
+}
+
+int run(int argc, char** argv) {
+  const std::optional<Options> parsed = parse(argc, argv);
+  if (!parsed) return 0;
+  const Options& o = *parsed;
+  if (o.backend == Backend::mpi) {
+#if defined(AMSP_HAS_MPI)
+    comm::MpiSession session(argc, argv);
+    comm::MpiCommunicator world = comm::MpiCommunicator::world();
+    const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
+    const auto shapes = o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups;
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, shapes, o.sizes);
+    if (world.rank() == 0) write(o, mesh, entries);
+    return 0;
+#endif
+  }
+  const Mesh mesh = o.mesh.value_or(Mesh(4, 2));
+  const auto shapes = o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups;
+  std::vector<planner::ProfileEntry> entries;
+  comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
+    auto mine = amsp_profile::measure(world, mesh, o.ops, shapes, o.sizes);
+    if (world.rank() == 0) entries = std::move(mine);
+  });
+  write(o, mesh, entries);
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::guarded_main("amsp-profile", std::cerr, [&] { return run(argc, argv); });
+}
