@@ -262,7 +262,7 @@ void read_own_pieces(Engine& engine, CheckpointReader& reader) {
                                  [](std::int64_t v, const IndexPiece& p) { return v < p.begin; });
       for (--it; it != tensor.pieces.end() && it->begin < hi; ++it) {
         if (cached != &*it) {
-          data = reader.read_piece(tensor, *it);
+          reader.read_piece(tensor, *it, data);
           cached = &*it;
         }
         const std::int64_t from = std::max(lo, it->begin);
