@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin       # MPI backend and its tests
   fortunes                         # /usr/share/games/fortunes: the main example's English text
   iproute2 python3                 # the emulated cluster (scripts/cluster.sh) and its checks
+  clang libclang-rt-14-dev         # libFuzzer harnesses of fuzz/ (ctest label fuzz)
 )
 
 missing=()

@@ -3,6 +3,7 @@
 // (rank = node × R + local), the one convention every module shares.
 
 #include <charconv>
+#include <climits>
 #include <string>
 #include <string_view>
 
@@ -36,12 +37,14 @@ namespace detail {
 }
 }  // namespace detail
 
-/// Parses "AxB" (ASCII x). Errors name the text.
+/// Parses "AxB" (ASCII x). Errors name the text. A x B must fit an int (Factor::size()).
 [[nodiscard]] inline Factor parse_factor(std::string_view text) {
   const auto x = text.find('x');
   check(x != std::string_view::npos, "factor.parse", "factor '", text, "' must read AxB, e.g. 8x1");
-  return Factor{detail::parse_positive_int(text.substr(0, x), "factor.parse", "intra-node size"),
-                detail::parse_positive_int(text.substr(x + 1), "factor.parse", "node count")};
+  const Factor f{detail::parse_positive_int(text.substr(0, x), "factor.parse", "intra-node size"),
+                 detail::parse_positive_int(text.substr(x + 1), "factor.parse", "node count")};
+  check(f.intra <= INT_MAX / f.inter, "factor.parse", "factor '", text, "' has more than ", INT_MAX, " ranks");
+  return f;
 }
 
 class Mesh {
@@ -50,6 +53,8 @@ public:
   Mesh(int ranks_per_node, int nodes) : ranks_per_node_(ranks_per_node), nodes_(nodes) {
     check(ranks_per_node >= 1 && nodes >= 1, "mesh.positive", "mesh ", ranks_per_node, "x", nodes,
           " must have at least one rank per node and one node");
+    check(ranks_per_node <= INT_MAX / nodes, "mesh.positive", "mesh ", ranks_per_node, "x", nodes,
+          " has more than ", INT_MAX, " ranks");
   }
   explicit Mesh(Factor f) : Mesh(f.intra, f.inter) {}
 
