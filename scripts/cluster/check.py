@@ -57,14 +57,14 @@ def train(a, mesh, plan, steps, extra, launcher, batch=None):
 
 def calibrate(a, mesh, launcher):
     """The compute model's measurement, by the example itself: ddp without overlap on the cluster,
-    at the global batch of the runs and at 4x it. amsp-train's compute_ms (the step without its
+    at the global batch of the runs and at 2x it. amsp-train's compute_ms (the step without its
     waits for communication) per step = a·samples per rank + update of all parameters; the
     planner fits a and the update rate (fit_compute_model). (A calibration with the ranks as
     threads of one process came out 2x slower per sample than the MPI ranks: other contention.)"""
     ranks, nodes = map(int, mesh.split("x"))
     points = []
-    for batch in (a.global_batch, 4 * a.global_batch):
-        steps, _ = train(a, mesh, "ddp", 6, ["--backend", "mpi", "--no-overlap"], launcher, batch)
+    for batch in (a.global_batch, 2 * a.global_batch):
+        steps, _ = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
         points.append((batch // (ranks * nodes), statistics.median(s["compute_ms"] for s in steps) / 1e3))
     return {"points": points}
 
@@ -154,7 +154,7 @@ def analyze(a, config):
                "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
                "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
                "--calibration", ",".join(f"{b}:{t}" for b, t in config["calibration"]["points"]),
-               "--global-batch", str(a.global_batch)] + a.model_args
+               "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown)] + a.model_args
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -231,6 +231,10 @@ def main():
     ap.add_argument("--global-batch", type=int, default=32)
     ap.add_argument("--model", default="--context 64 --width 64 --heads 4 --layers 2",
                     help="amsp-train's model options (also given to the planner)")
+    ap.add_argument("--overlap-slowdown", type=float, default=1.0,
+                    help="the planner's kappa: 1 = communication hides behind no compute (measured on this "
+                         "cluster: the same cores move the bytes, and Open MPI progresses nonblocking "
+                         "collectives only inside MPI calls); 0 = hidden for free")
     ap.add_argument("--profile-sizes", default="4096,65536,262144")
     ap.add_argument("--profile-iterations", type=int, default=50)
     ap.add_argument("--out", default="cluster-check.json")
