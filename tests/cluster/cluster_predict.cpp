@@ -1,4 +1,4 @@
-// amsp-cluster-predict: the planner's prediction for the example (amsp-train's char-level MLP) on
+// amsp-cluster-predict: the planner's prediction for the example (amsp-train's GPT) on
 // the emulated cluster (docs/cluster.md), one JSON line per plan: step seconds with and without
 // overlap from a measured compute model and a measured bandwidth profile, the engine's expected
 // inter-node bytes per rank, and the bytes the node links should carry under the collective
@@ -7,7 +7,8 @@
 //   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbit 1
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
-//       [--micro-batches 1] [--hidden 256] [--layers 2] [--intra-gbytes 2] [--overlap-slowdown 0]
+//       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
+//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0).
@@ -21,25 +22,29 @@
 
 #include "amsp/planner/step_model.hpp"
 #include "amsp/sharding/presets.hpp"
-#include "amsp_train/char_mlp.hpp"
+#include "amsp_train/gpt_config.hpp"
 
 namespace {
 using namespace amsp;
 using namespace amsp::planner;
 
 // Bytes all node links together carry for one call of `op` on every group of shape p0 × p1 (the
-// groups' ranks node by node, as PlanGroups orders them), under the pinned algorithms: a ring
-// (AllGather, AllReduce) crosses a node boundary on p1 of its n hops; recursive halving
-// (ReduceScatter-block) has every rank send S/2, S/4, ... to partners n/2, n/4, ... ranks away,
-// which cross nodes while the distance is at least p0: S·(1 − 1/p1) from each of the n ranks.
+// groups' ranks node by node, as PlanGroups orders them), under the algorithms scripts/cluster.sh
+// pins (measured on 4x2 within 1 %):
+//   AllGather, recursive doubling (the engine's gathers are nonblocking, which Open MPI's libnbc
+//     runs by recursive doubling or linearly; both send each rank's block once to every rank of
+//     the other nodes): (n − p0)·S;
+//   AllReduce, ring: a ring crosses the node boundary on p1 of its n hops: p1·2(n − 1)/n·S;
+//   ReduceScatter-block, recursive halving: every rank sends S/2, S/4, ... to partners n/2,
+//     n/4, ... ranks away, across nodes while the distance is at least p0: n·S·(1 − 1/p1).
 double link_bytes_per_group(comm::op_kind op, double bytes, Factor g) {
   if (g.inter == 1) return 0.0;
   const double n = g.size();
   switch (op) {
-    case comm::op_kind::all_gather: return g.inter * (n - 1) / n * bytes;
+    case comm::op_kind::all_gather: return (n - g.intra) * bytes;
     case comm::op_kind::all_reduce: return g.inter * 2 * (n - 1) / n * bytes;
     case comm::op_kind::reduce_scatter: return n * bytes * (1.0 - 1.0 / g.inter);
-    default: return g.inter * (n - 1) / n * bytes;  // broadcast/reduce: not used by even_split plans
+    default: return (n - g.intra) * bytes;  // broadcast/reduce: only whole-tensor plans, not run here
   }
 }
 
@@ -89,14 +94,16 @@ std::vector<std::string> split(const std::string& list, char separator) {
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const Mesh mesh = parse_mesh(a.text("mesh", "4x2"));
-  amsp_train::CharMlp model(amsp_train::CharMlpConfig{.context = 8,
-                                                      .hidden = static_cast<int>(a.number("hidden", 256)),
-                                                      .hidden_layers = static_cast<int>(a.number("layers", 2))});
+  // The example's buckets are the engine's units: embeddings, one per block, the head.
+  const amsp_train::GptConfig model{.context = static_cast<int>(a.number("context", 64)),
+                                    .width = static_cast<int>(a.number("width", 64)),
+                                    .heads = static_cast<int>(a.number("heads", 4)),
+                                    .layers = static_cast<int>(a.number("layers", 2))};
   std::vector<Module> units;
   double params = 0;
-  for (const auto& layer : model.layers()) {
-    units.push_back({layer.name, -1, static_cast<std::int64_t>(layer.numel())});
-    params += static_cast<double>(layer.numel());
+  for (const amsp_train::ParamBucket& bucket : amsp_train::gpt_buckets(model)) {
+    units.push_back({bucket.name, -1, static_cast<std::int64_t>(bucket.numel)});
+    params += static_cast<double>(bucket.numel);
   }
   Cluster cluster;
   cluster.mesh = mesh;
@@ -119,10 +126,9 @@ int run(int argc, char** argv) {
   }
   const int M = static_cast<int>(a.number("micro-batches", 1));
   const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
-  ScheduleOptions schedule;  // the example: fp32 on the wire, gathered layers kept for backward
-  schedule.param_wire_bytes = 4;
-  schedule.grad_wire_bytes = 4;
-  schedule.reshard_after_forward = false;
+  ScheduleOptions schedule;  // the example's: fp32 (or bf16) on the wire, gathered again for backward
+  schedule.param_wire_bytes = schedule.grad_wire_bytes = a.number("bf16", 0) != 0 ? 2 : 4;
+  schedule.reshard_after_forward = a.number("keep-gathered", 0) == 0;
   for (const std::string& name : split(a.text("plans", "ddp"), ';')) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
@@ -135,7 +141,13 @@ int run(int argc, char** argv) {
       for (const CollectiveCall& c : t.calls)
         link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
     }
-    const StepTime s = step_time(measured_step_compute(plan, compute, samples, M, params), kappa, terms, seconds);
+    // The example's own traffic, outside the engine: the training loss AllReduced over the world
+    // (one double) after every step; nothing hides it (it waits for the step), so it joins the
+    // update at the end of the step.
+    StepCompute step = measured_step_compute(plan, compute, samples, M, params);
+    const Factor world{mesh.ranks_per_node(), mesh.nodes()};
+    step.update += cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
+    const StepTime s = step_time(step, kappa, terms, seconds);
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
                 "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g}\n",
