@@ -4,8 +4,9 @@
 // medians over the repetitions): step_ms, collectives_ms, update_ms, and
 // ratio = step_ms / (collectives_ms + update_ms), the engine's overhead over its parts
 // (target <= 1.15); BM_Step runs the engine in the HostSerial space, BM_Step_async in HostAsync
-// (no compute to overlap here: this measures what the worker thread costs). The update alone includes the gradient sum of squares (the overflow check),
-// which the engine's step also runs. Run:
+// (no compute to overlap here: this measures what the worker thread costs). The update alone
+// includes the gradient sum of squares (the overflow check), which the engine's step also runs.
+// Run:
 //   build/default/bench/engine/bench_engine_step --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
