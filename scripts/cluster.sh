@@ -132,10 +132,13 @@ mpirun_args() {
   echo --mca pml ob1 --mca btl self,vader,tcp
   echo --mca btl_tcp_if_include $SUBNET.0/24 --mca oob_tcp_if_include $SUBNET.0/24
   echo --mca mpi_yield_when_idle 1
-  # Pinned collective algorithms (the defaults switch by size and ignore the topology): ring
-  # AllGather and AllReduce; ReduceScatter-block by recursive halving (4.1 has no ring for it).
+  # Pinned collective algorithms (the defaults switch by message size and ignore the node
+  # boundary): AllGather by recursive doubling, blocking (coll tuned) and nonblocking (libnbc,
+  # the engine's prefetching gathers) alike, so that amsp-profile's blocking calls time what the
+  # engine runs; AllReduce as a ring; ReduceScatter-block by recursive halving (4.1 has no ring).
   if [[ ${AMSP_CLUSTER_COLL:-pinned} == pinned ]]; then
-    echo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allgather_algorithm 4
+    echo --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allgather_algorithm 3
+    echo --mca coll_libnbc_iallgather_algorithm 2
     echo --mca coll_tuned_allreduce_algorithm 4 --mca coll_tuned_reduce_scatter_block_algorithm 3
   fi
 }

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots amsp-train runs from their --log-json files (JSON Lines: one record per step, then the
 final record): the training and validation loss curves of every run in one PNG, and each run's
 median step time split into compute and exposed communication in another.
@@ -6,7 +6,7 @@ median step time split into compute and exposed communication in another.
     plot_runs.py --out docs/img/example run1.jsonl run2.jsonl ...
     -> docs/img/example_loss.png, docs/img/example_step_time.png
 
-Needs python3-matplotlib (Debian). A run is labelled by its plan, plus "no overlap",
+Needs python3-matplotlib (Debian; hence /usr/bin/python3, not a python3 of pyenv or a venv). A run is labelled by its plan, plus "no overlap",
 "keep gathered" or "bf16" where set.
 """
 import argparse

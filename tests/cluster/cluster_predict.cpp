@@ -7,8 +7,8 @@
 //   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json --node-gbit 1
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
-//       [--micro-batches 1] [--width 64] [--layers 2] [--context 64] [--heads 4] [--intra-gbytes 2]
-//       [--overlap-slowdown 0]
+//       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
+//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0).
@@ -94,13 +94,14 @@ std::vector<std::string> split(const std::string& list, char separator) {
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const Mesh mesh = parse_mesh(a.text("mesh", "4x2"));
-  const amsp_train::GptConfig gpt{.context = static_cast<int>(a.number("context", 64)),
-                                   .width = static_cast<int>(a.number("width", 64)),
-                                   .heads = static_cast<int>(a.number("heads", 4)),
-                                   .layers = static_cast<int>(a.number("layers", 2))};
+  // The example's buckets are the engine's units: embeddings, one per block, the head.
+  const amsp_train::GptConfig model{.context = static_cast<int>(a.number("context", 64)),
+                                    .width = static_cast<int>(a.number("width", 64)),
+                                    .heads = static_cast<int>(a.number("heads", 4)),
+                                    .layers = static_cast<int>(a.number("layers", 2))};
   std::vector<Module> units;
   double params = 0;
-  for (const amsp_train::ParamBucket& bucket : amsp_train::gpt_buckets(gpt)) {
+  for (const amsp_train::ParamBucket& bucket : amsp_train::gpt_buckets(model)) {
     units.push_back({bucket.name, -1, static_cast<std::int64_t>(bucket.numel)});
     params += static_cast<double>(bucket.numel);
   }
@@ -125,19 +126,19 @@ int run(int argc, char** argv) {
   }
   const int M = static_cast<int>(a.number("micro-batches", 1));
   const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
-  ScheduleOptions schedule;  // the example: fp32 on the wire, gathered layers kept for backward
-  schedule.param_wire_bytes = 4;
-  schedule.grad_wire_bytes = 4;
-  schedule.reshard_after_forward = false;
+  ScheduleOptions schedule;  // the example's: fp32 (or bf16) on the wire, gathered again for backward
+  schedule.param_wire_bytes = schedule.grad_wire_bytes = a.number("bf16", 0) != 0 ? 2 : 4;
+  schedule.reshard_after_forward = a.number("keep-gathered", 0) == 0;
   for (const std::string& name : split(a.text("plans", "ddp"), ';')) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
     std::vector<double> seconds;
-    double inter_per_rank = 0, link_bytes = 0;
+    double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
     for (const CommTerm& t : terms) {
       seconds.push_back(t.seconds(cluster));
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
+      for (const CollectiveCall& c : t.calls) calls += c.count;
       for (const CollectiveCall& c : t.calls)
         link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
     }
@@ -150,9 +151,11 @@ int run(int argc, char** argv) {
     const StepTime s = step_time(step, kappa, terms, seconds);
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
-                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g}\n",
+                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g,"
+                "\"collective_calls\":%.0f}\n",
                 to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
-                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param);
+                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param,
+                calls);
   }
   return 0;
 }

@@ -26,7 +26,7 @@ run() {  # run STEPS: prints "<link bytes sent by all nodes> <final JSON line>"
   local before after json
   before=$(tx_total)
   json=$(timeout 60 "$cluster" run -- -np 4 "$train" --backend mpi --mesh 2x2 --plan hsdp --steps "$1" \
-           --eval-every 0 --quiet | tail -n 1)
+           --eval-every 0 --eval-windows 4 --sample-bytes 0 --quiet | tail -n 1)
   after=$(tx_total)
   echo "$((after - before)) $json"
 }

@@ -2,6 +2,7 @@
 // the library writes for it and the planner reads (format amsp-bandwidth-profile/1).
 #include <doctest/doctest.h>
 
+#include "amsp/sharding/presets.hpp"
 #include "measure_collectives.hpp"
 #include "collective_checks.hpp"
 #include "threads_harness.hpp"
@@ -17,6 +18,24 @@ TEST_CASE("profile: the group shapes of a mesh are its aligned blocks") {
   CHECK(amsp_profile::group_shapes(Mesh(1, 1)).empty());
   CHECK(amsp_profile::iterations_for(std::uint64_t{1} << 30) == 2);
   CHECK(amsp_profile::iterations_for(4096) == 200);
+}
+
+TEST_CASE("profile: the group sets of plans, strided shapes included, one per shape") {
+  const Mesh mesh(4, 2);
+  // hsdp: P = G = OS inside a node (4x1); its OS replicas pair one rank of each node (1x2).
+  auto sets = amsp_profile::plan_group_sets(mesh, {preset("hsdp", mesh)});
+  REQUIRE(sets.size() == 2);
+  CHECK(sets[0].first == Factor{4, 1});
+  CHECK(sets[1].first == Factor{1, 2});
+  CHECK(sets[1].second.groups().front().ranks == std::vector<int>{0, 4});
+  // amsp-30b (p = g = 4x1, os = 4x2) adds its split and spread over the nodes (1x2, already
+  // there); zero3's world group (4x2) is new; ddp has only the world's replicas (4x2, known).
+  sets = amsp_profile::plan_group_sets(mesh, {preset("hsdp", mesh), preset("amsp-30b", mesh), preset("zero3", mesh),
+                                              preset("ddp", mesh)});
+  REQUIRE(sets.size() == 3);
+  CHECK(sets[2].first == Factor{4, 2});
+  CHECK(amsp_profile::iterations_for(4096, 50) == 50);
+  CHECK(amsp_profile::iterations_for(std::uint64_t{1} << 30, 50) == 2);
 }
 
 TEST_CASE("profile: measured entries and their JSON document") {

@@ -3,9 +3,12 @@
 //
 //   amsp-profile --mesh 4x2 --out profile.json                      (threads: 8 ranks in-process)
 //   mpirun -np 8 amsp-profile --backend mpi --mesh 4x2 --out p.json (MPI: one process per rank)
+//   amsp-profile --mesh 4x2 --plans "hsdp;amsp-7b"   (also the group sets of these plans: strided ones
+//                                                       such as 1x2 that no aligned block has)
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "amsp/comm/threads.hpp"
+#include "amsp/sharding/presets.hpp"
 #include "common/cli_args.hpp"
 #include "measure_collectives.hpp"
 #if defined(AMSP_HAS_MPI)
@@ -30,8 +34,10 @@ struct Options {
   std::optional<Mesh> mesh;  // default: 4x2 on threads, world x 1 under MPI
   std::string out;           // empty: stdout
   std::vector<comm::op_kind> ops;
-  std::vector<Factor> groups;  // empty: every shape of the mesh
+  std::vector<Factor> groups;  // empty: every shape of the mesh (or of the plans)
+  std::vector<std::string> plans;  // the group sets of these plans, strided shapes included
   std::vector<std::uint64_t> sizes;
+  int max_iterations = 200;
 };
 
 // Returns nullopt after printing --help.
@@ -52,6 +58,17 @@ std::optional<Options> parse(int argc, char** argv) {
                                    [](std::string_view s) { return comm::parse_op_kind(s); });
   o.groups = args.list<Factor>("--groups", "AxB,...", "group shapes to time (default: every aligned block of the mesh)",
                                {}, [](std::string_view s) { return parse_factor(s); });
+  // ';' between plans: a plan's own text has commas (p=2x1,g=2x1,os=4x2).
+  const std::string plans = args.text("--plans", "PLAN;...",
+                                      "also measure the group sets these plans use, strided ones included "
+                                      "(e.g. 'ddp;mics(2);p=2x1,g=2x1,os=4x2')", "");
+  for (std::size_t start = 0; start < plans.size();) {
+    const std::size_t end = std::min(plans.find(';', start), plans.size());
+    if (end > start) o.plans.push_back(plans.substr(start, end - start));
+    start = end + 1;
+  }
+  o.max_iterations = args.integer<int>("--max-iterations", "N", "collectives per measurement at most (about 256 MiB "
+                                       "are moved per measurement, at least 2 calls)", 200, cli::at_least(2));
   o.sizes = args.list<std::uint64_t>(
       "--sizes", "BYTES,...", "message sizes in bytes (default 65536,1048576,16777216)",
       {std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20},
@@ -86,6 +103,16 @@ void write(const Options& o, const Mesh& mesh, const std::vector<planner::Profil
   check(static_cast<bool>(file << text), "profile.write", "cannot write ", o.out);
 }
 
+// The group sets to time: --groups' aligned blocks and --plans' sets; neither: every aligned block.
+std::vector<std::pair<Factor, GroupSet>> group_sets(const Options& o, const Mesh& mesh) {
+  if (o.plans.empty()) return amsp_profile::block_group_sets(mesh, o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups);
+  std::vector<Plan> plans;
+  for (const std::string& p : o.plans) plans.push_back(parse_plan(p, mesh));
+  auto sets = amsp_profile::block_group_sets(mesh, o.groups);
+  for (auto& set : amsp_profile::plan_group_sets(mesh, plans)) sets.push_back(std::move(set));
+  return sets;
+}
+
 int run(int argc, char** argv) {
   const std::optional<Options> parsed = parse(argc, argv);
   if (!parsed) return 0;
@@ -95,17 +122,16 @@ int run(int argc, char** argv) {
     comm::MpiSession session(argc, argv);
     comm::MpiCommunicator world = comm::MpiCommunicator::world();
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
-    const auto shapes = o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups;
-    const auto entries = amsp_profile::measure(world, mesh, o.ops, shapes, o.sizes);
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations);
     if (world.rank() == 0) write(o, mesh, entries);
     return 0;
 #endif
   }
   const Mesh mesh = o.mesh.value_or(Mesh(4, 2));
-  const auto shapes = o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups;
+  const auto sets = group_sets(o, mesh);
   std::vector<planner::ProfileEntry> entries;
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
-    auto mine = amsp_profile::measure(world, mesh, o.ops, shapes, o.sizes);
+    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations);
     if (world.rank() == 0) entries = std::move(mine);
   });
   write(o, mesh, entries);

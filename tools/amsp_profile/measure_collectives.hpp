@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
 #include "amsp/comm/op.hpp"
 #include "amsp/core/buffer.hpp"
 #include "amsp/planner/bandwidth_profile.hpp"
+#include "amsp/planner/comm_model.hpp"
 #include "amsp/sharding/groups.hpp"
 
 namespace amsp_profile {
@@ -32,24 +34,57 @@ using planner::ProfileEntry;
   return shapes;
 }
 
-/// Collectives per measurement: enough to move about 256 MiB, between 2 and 200. A function of
-/// the size alone, so that every rank runs the same number.
-[[nodiscard]] inline int iterations_for(std::uint64_t bytes) {
-  const std::uint64_t target = std::uint64_t{256} << 20;
-  return static_cast<int>(std::clamp<std::uint64_t>(target / std::max<std::uint64_t>(bytes, 1), 2, 200));
+/// The group sets the engine uses for each of `plans` (P, the G split, the OS split, the spread,
+/// the OS replicas), one per shape p0 × p1 (the first one met), including the strided shapes no
+/// aligned block has (one rank per node across nodes, 1xN; a few ranks on several nodes). A
+/// profile keyed by shape then prices every term of those plans by measurement.
+[[nodiscard]] inline std::vector<std::pair<Factor, GroupSet>> plan_group_sets(const Mesh& mesh,
+                                                                               const std::vector<Plan>& plans) {
+  std::vector<std::pair<Factor, GroupSet>> sets;
+  const auto add = [&](const GroupSet& set) {
+    const Factor shape = planner::group_shape(set, mesh);
+    if (shape.size() < 2) return;
+    for (const auto& [known, _] : sets)
+      if (known.intra == shape.intra && known.inter == shape.inter) return;
+    sets.emplace_back(shape, set);
+  };
+  for (const Plan& plan : plans) {
+    const PlanGroups groups(mesh, plan);
+    for (const GroupSet* set : {&groups.p(), &groups.g_split(), &groups.os_split(), &groups.spread(), &groups.os_replica()})
+      add(*set);
+  }
+  return sets;
 }
 
-/// Measures every (op, shape, size) on `world` (collective: every rank calls it with the same
-/// arguments; the times are rank 0's, between two world barriers). Sizes are rounded down to a
-/// multiple of 4 × group size bytes so that every rank holds a whole number of fp32 elements.
+/// The aligned blocks of `shapes` as group sets.
+[[nodiscard]] inline std::vector<std::pair<Factor, GroupSet>> block_group_sets(const Mesh& mesh,
+                                                                                const std::vector<Factor>& shapes) {
+  std::vector<std::pair<Factor, GroupSet>> sets;
+  for (const Factor& shape : shapes) sets.emplace_back(shape, factor_groups(mesh, shape));
+  return sets;
+}
+
+/// Collectives per measurement: enough to move about 256 MiB, between 2 and `max_iterations`
+/// (200). A function of the size alone, so that every rank runs the same number.
+[[nodiscard]] inline int iterations_for(std::uint64_t bytes, int max_iterations = 200) {
+  const std::uint64_t target = std::uint64_t{256} << 20;
+  const auto most = static_cast<std::uint64_t>(std::max(max_iterations, 2));
+  return static_cast<int>(std::clamp<std::uint64_t>(target / std::max<std::uint64_t>(bytes, 1), 2, most));
+}
+
+/// Measures every (op, group set, size) on `world` (collective: every rank calls it with the same
+/// arguments; the times are rank 0's, between two world barriers), every group of a set at once.
+/// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
+/// number of fp32 elements.
 template <comm::communicator C>
 [[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
-                                         const std::vector<Factor>& shapes, const std::vector<std::uint64_t>& sizes) {
+                                                const std::vector<std::pair<Factor, GroupSet>>& sets,
+                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200) {
   mesh.check_world_size(world.size());
   using Clock = std::chrono::steady_clock;
   std::vector<ProfileEntry> entries;
-  for (const Factor& shape : shapes) {
-    C group = world.split(factor_groups(mesh, shape));
+  for (const auto& [shape, set] : sets) {
+    C group = world.split(set);
     const auto g = static_cast<std::uint64_t>(shape.size());
     for (comm::op_kind op : ops)
       for (std::uint64_t requested : sizes) {
@@ -69,7 +104,7 @@ template <comm::communicator C>
           }
         };
         once();  // warm-up: first touch, connection setup
-        const int iterations = iterations_for(bytes);
+        const int iterations = iterations_for(bytes, max_iterations);
         world.barrier();
         const auto t0 = Clock::now();
         for (int i = 0; i < iterations; ++i) once();
@@ -79,6 +114,14 @@ template <comm::communicator C>
       }
   }
   return entries;
+}
+
+/// The same over the aligned blocks of `shapes`.
+template <comm::communicator C>
+[[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
+                                                const std::vector<Factor>& shapes,
+                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200) {
+  return measure(world, mesh, ops, block_group_sets(mesh, shapes), sizes, max_iterations);
 }
 
 }  // namespace amsp_profile
