@@ -59,10 +59,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                                       between(1, 1'000'000));
   t.global_batch = args.integer<std::size_t>("--global-batch", "B", "sequences per step, split over ranks and micro-batches",
                                              32, at_least<std::size_t>(1));
-  t.schedule.peak = float(args.real("--lr", "X", "peak learning rate (AdamW, betas 0.9/0.95)", 1e-2, amsp::cli::positive()));
+  t.schedule.peak = float(args.real("--lr", "X", "peak learning rate (AdamW, betas 0.9/0.95)", 6e-3, amsp::cli::positive()));
   t.schedule.warmup = args.integer<std::int64_t>("--warmup", "N", "linear warm-up steps, then cosine decay", 30, at_least<std::int64_t>(0));
   t.schedule.min_ratio = float(args.real("--min-lr-ratio", "X", "final learning rate / peak", 0.1, {0.0, 1.0}));
-  t.weight_decay = float(args.real("--weight-decay", "X", "decay of the matrices (not biases or LayerNorm)", 0.0, {0.0, 10.0}));
+  t.weight_decay = float(args.real("--weight-decay", "X", "AdamW decay of the matrices (not biases or LayerNorm)", 0.1, {0.0, 10.0}));
   t.max_grad_norm = float(args.real("--max-grad-norm", "X", "global-norm clipping, 0 = off", 1.0, {0.0, 1e30}));
   t.seed = args.integer<std::uint64_t>("--seed", "S", "initial weights and batches", 1);
 
@@ -75,6 +75,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
   t.sample_bytes = args.integer<int>("--sample-bytes", "N", "bytes of text sampled at the end", 120, between(0, 100000));
   t.log_json = args.text("--log-json", "FILE", "one JSON record per step, then the final one (JSON Lines)", "");
   t.print = !args.flag("--quiet", "no progress lines, only the final JSON line");
+  t.checkpoint_dir = args.text("--checkpoint-dir", "DIR", "save a checkpoint here (amsp/io) after the last step", "");
+  t.checkpoint_every = args.integer<int>("--checkpoint-every", "N", "also every N steps (0: only after the last)", 0,
+                                         at_least(0));
+  t.resume_dir = args.text("--resume", "DIR", "continue from a checkpoint (also into another plan or mesh)", "");
   args.epilog("Examples\n  amsp-train --plan zero3 --mesh 2x2 --steps 100 --micro-batches 2\n"
               "  mpirun -np 8 amsp-train --backend mpi --plan amsp-30b --bf16");
   if (args.finish()) return std::nullopt;

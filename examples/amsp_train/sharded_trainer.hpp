@@ -8,7 +8,8 @@
 // - backward, from the head down: gather b again (unless --keep-gathered kept it), prefetch b − 1,
 //   write b's gradient straight into the engine's buffer and hand it in as soon as it is final,
 //   so its reduction is issued while the lower blocks' backward is still to come;
-// - step(): the update, whose spread runs on while the next forward starts (gather(b) waits for
+// - step(): the update with the schedule's learning rate (set_lr) and AdamW's weight decay on the
+//   matrices only (parameter groups), whose spread runs on while the next forward starts (gather(b) waits for
 //   bucket b's spread only). --no-overlap issues no prefetch and waits for the spread at once.
 // Integration form: the model reads parameters straight from amsp's gather buffers and writes
 // gradients into the buffers amsp hands out (EngineOptions::alignment_bytes = one element keeps
@@ -23,6 +24,8 @@
 
 #include "amsp/comm/traffic_counter.hpp"
 #include "amsp/engine/sharded_optimizer.hpp"
+#include "amsp/io/checkpoint.hpp"
+#include "amsp/optim/adam.hpp"
 #include "amsp_train/gpt_model.hpp"
 #include "amsp_train/hyperparameters.hpp"
 #include "amsp_train/text_data.hpp"
@@ -47,11 +50,11 @@ namespace amsp_train {
 template <class Comm, class ParamT>
 class ShardedRun {
 public:
-  using Engine = amsp::ShardedOptimizer<Comm, ScheduledAdamW, ParamT, ParamT>;
+  using Engine = amsp::ShardedOptimizer<Comm, amsp::optim::AdamW, ParamT, ParamT>;
 
   ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
       : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
-        opt_(comm, mesh, plan, ScheduledAdamW{.schedule = cfg.schedule}, engine_buckets(buckets_), options(cfg)),
+        opt_(comm, mesh, plan, rule(cfg), engine_buckets(buckets_), options(cfg, buckets_)),
         params_(buckets_.size()), grads_(buckets_.size()), wide_params_(buckets_.size()),
         wide_grads_(buckets_.size()), gathered_(buckets_.size(), false) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -97,7 +100,6 @@ public:
           }
         },
         [&](std::size_t b) {
-          add_l2_on_matrices(buckets_[b], cfg_.weight_decay, params_[b], grads_[b]);
           timed([&] {
             if constexpr (!std::is_same_v<ParamT, float>) {
               const std::span<ParamT> out = opt_.grad_buffer(int(b));
@@ -110,7 +112,9 @@ public:
     return loss;
   }
 
+  /// The optimizer step, with the learning rate of the schedule for the step it takes.
   amsp::StepResult step() {
+    opt_.set_lr(cfg_.schedule.at(opt_.steps() + 1));
     return timed([&] {
       amsp::StepResult r = opt_.step();
       if (!cfg_.overlap) opt_.synchronize();
@@ -132,8 +136,13 @@ public:
   }
 
 private:
-  static amsp::EngineOptions options(const TrainConfig& cfg) {
+  static amsp::optim::AdamW rule(const TrainConfig& cfg) {
+    return amsp::optim::AdamW{.lr = cfg.schedule.at(1), .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                              .weight_decay = cfg.weight_decay};
+  }
+  static amsp::EngineOptions options(const TrainConfig& cfg, const std::vector<ParamBucket>& buckets) {
     amsp::EngineOptions o;
+    o.param_groups = decay_groups(buckets);
     o.os_layout = cfg.os_layout;
     o.max_grad_norm = cfg.max_grad_norm;
     o.alignment_bytes = sizeof(ParamT);  // the model's own layout: tensors back to back
@@ -199,10 +208,16 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
     return counter ? counter->sent({.world_rank = comm.rank(), .locality = where}).to_double() : 0.0;
   };
 
+  int first_step = 0;
+  if (!cfg.resume_dir.empty()) {
+    first_step = static_cast<int>(amsp::io::load(run.engine(), comm, cfg.resume_dir).step);
+    amsp::check(first_step < cfg.steps, "example.resume", "the checkpoint in ", cfg.resume_dir, " is at step ",
+                first_step, ": nothing left to train for --steps ", cfg.steps);
+  }
   TrainOutcome out;
   out.parameters = parameter_count(run.model().buckets());
   out.initial_validation_loss = validation_loss();
-  for (int step = 0; step < cfg.steps; ++step) {
+  for (int step = first_step; step < cfg.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const double comm_before = run.comm_seconds();
     const double intra_before = sent(amsp::comm::Locality::intra_node);
@@ -220,11 +235,15 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
     r.comm_seconds = run.comm_seconds() - comm_before;
     r.bytes_intra = sent(amsp::comm::Locality::intra_node) - intra_before;
     r.bytes_inter = sent(amsp::comm::Locality::inter_node) - inter_before;
-    r.lr = cfg.schedule.at(step + 1);
+    r.lr = run.engine().rule().lr;
     world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum);
     r.loss = loss_sum / (mesh.world_size() * cfg.micro_batches);
     if (step + 1 == cfg.steps || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0))
       r.validation_loss = validation_loss();
+    // Checkpoints go after the step's byte count: their traffic is not the step's.
+    if (!cfg.checkpoint_dir.empty() &&
+        (step + 1 == cfg.steps || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)))
+      amsp::io::save(run.engine(), comm, cfg.checkpoint_dir);
     out.steps.push_back(r);
     out.seconds += r.seconds;
     out.comm_seconds += r.comm_seconds;
@@ -232,8 +251,8 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
     out.bytes_inter += r.bytes_inter;
     if (log) log->record(r);
   }
-  out.bytes_intra /= cfg.steps;
-  out.bytes_inter /= cfg.steps;
+  out.bytes_intra /= double(out.steps.size());
+  out.bytes_inter /= double(out.steps.size());
   out.final_loss = out.steps.back().loss;
   out.final_validation_loss = out.steps.back().validation_loss;
   const amsp::TrafficExpectation expected =

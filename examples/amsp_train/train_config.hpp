@@ -19,7 +19,7 @@ struct TrainConfig {
   int micro_batches = 1;
   std::size_t global_batch = 32;  ///< sequences of model.context bytes per step
   LrSchedule schedule;            ///< its total is set to `steps` unless given
-  float weight_decay = 0.0f;      ///< on matrices only (hyperparameters.hpp)
+  float weight_decay = 0.1f;      ///< AdamW's decoupled decay, on matrices only (hyperparameters.hpp)
   float max_grad_norm = 1.0f;     ///< global-norm clipping, 0 = off
   amsp::OsLayout os_layout = amsp::OsLayout::even_split;
   bool keep_gathered = false;  ///< keep each gathered bucket from its forward to its backward
@@ -30,6 +30,9 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   bool print = true;           ///< rank 0 prints a progress line per step
   std::string log_json;        ///< one JSON record per step (rank 0), empty = none
+  std::string checkpoint_dir;  ///< checkpoint here every checkpoint_every steps and after the last
+  int checkpoint_every = 0;    ///< 0: only after the last step
+  std::string resume_dir;      ///< start from this checkpoint (any plan, mesh or OS layout)
 };
 
 /// Per-step measurements (rank 0's view for times and bytes).

@@ -19,7 +19,7 @@ inline TrainConfig small_run() {
   cfg.steps = 30;
   cfg.global_batch = 16;
   cfg.schedule = LrSchedule{.peak = 1e-2f, .min_ratio = 0.1f, .warmup = 5, .total = 30};
-  cfg.weight_decay = 0.01f;
+  cfg.weight_decay = 0.1f;
   cfg.eval_every = 0;
   cfg.eval_windows = 16;
   cfg.print = false;
