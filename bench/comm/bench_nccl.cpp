@@ -15,7 +15,6 @@
 
 namespace {
 using amsp::comm::op_kind;
-using amsp::comm::detail::check_cuda;
 
 std::unique_ptr<amsp::comm::NcclCommunicator> nccl;
 
@@ -26,11 +25,11 @@ void BM_nccl(benchmark::State& state, op_kind kind) {
   const std::size_t block = e / static_cast<std::size_t>(n);
   float* send = nullptr;
   float* recv = nullptr;
-  check_cuda(cudaMalloc(&send, bytes), "cudaMalloc");
-  check_cuda(cudaMalloc(&recv, bytes), "cudaMalloc");
+  amsp::detail::check_cuda(cudaMalloc(&send, bytes), "cuda.runtime", "cudaMalloc");
+  amsp::detail::check_cuda(cudaMalloc(&recv, bytes), "cuda.runtime", "cudaMalloc");
   cudaEvent_t start{}, stop{};
-  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
-  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  amsp::detail::check_cuda(cudaEventCreate(&start), "cuda.runtime", "cudaEventCreate");
+  amsp::detail::check_cuda(cudaEventCreate(&stop), "cuda.runtime", "cudaEventCreate");
   const auto op = [&] {
     switch (kind) {
       case op_kind::all_gather: (void)nccl->all_gather_async(send, recv, block); break;
@@ -43,12 +42,12 @@ void BM_nccl(benchmark::State& state, op_kind kind) {
   op();
   nccl->barrier();
   for (auto _ : state) {
-    check_cuda(cudaEventRecord(start, nccl->stream()), "cudaEventRecord");
+    amsp::detail::check_cuda(cudaEventRecord(start, nccl->stream()), "cuda.runtime", "cudaEventRecord");
     op();
-    check_cuda(cudaEventRecord(stop, nccl->stream()), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    amsp::detail::check_cuda(cudaEventRecord(stop, nccl->stream()), "cuda.runtime", "cudaEventRecord");
+    amsp::detail::check_cuda(cudaEventSynchronize(stop), "cuda.runtime", "cudaEventSynchronize");
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    amsp::detail::check_cuda(cudaEventElapsedTime(&ms, start, stop), "cuda.runtime", "cudaEventElapsedTime");
     double seconds = ms * 1e-3;
     MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     state.SetIterationTime(seconds);

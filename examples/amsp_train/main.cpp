@@ -9,6 +9,7 @@
 // The training loop is amsp_train::train_rank (sharded_trainer.hpp); this file is the CLI.
 
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,7 +34,7 @@ TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan&
                  TrainLog& log, int& rank) {
   auto counter = std::make_shared<amsp::comm::TrafficCounter>(mesh);
   TrainOutcome outcome;
-  if (cfg.backend == "threads") {
+  if (cfg.backend == Backend::threads) {
     amsp::comm::run_on_threads(mesh.world_size(), [&](amsp::comm::ThreadsCommunicator& threads) {
       amsp::comm::CountingCommunicator<amsp::comm::ThreadsCommunicator> comm(std::move(threads), counter);
       const bool first = comm.rank() == 0;
@@ -52,25 +53,46 @@ TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan&
 #endif
 }
 
+/// This process's rank under MPI (0 with threads): only rank 0 writes the --log-json file.
+int process_rank(Backend backend) {
+#if defined(AMSP_HAS_MPI)
+  if (backend == Backend::mpi) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+  }
+#endif
+  (void)backend;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return amsp::cli::guarded_main("amsp-train", std::cerr, [&] {
 #if defined(AMSP_HAS_MPI)
     std::optional<amsp::comm::MpiSession> mpi_session;
     for (int i = 1; i + 1 < argc; ++i)
       if (std::string_view(argv[i]) == "--backend" && std::string_view(argv[i + 1]) == "mpi") mpi_session.emplace(argc, argv);
 #endif
-    const CliConfig cfg = parse_cli(argc, argv);
-    const amsp::Mesh mesh = amsp::parse_mesh(cfg.mesh);
+    amsp::cli::Args args("amsp-train",
+                         "amsp-train: trains a GPT-2-family transformer on English text (bytes) with sharded model states",
+                         argc, argv);
+    const std::optional<CliConfig> parsed = parse_cli(args);
+    if (!parsed) {
+      std::cout << args.help();
+      return 0;
+    }
+    const CliConfig& cfg = *parsed;
+    const amsp::Mesh& mesh = cfg.mesh;
     const amsp::Plan plan = amsp::parse_plan(cfg.plan, mesh);
     const TextCorpus data = load_fortunes(cfg.fortune_dir);
     const double tokens_per_step = double(cfg.train.global_batch) * cfg.train.model.context;
     int rank = 0;
     // Only rank 0 writes the log; under MPI every process parses the same options, so the
     // others open nothing.
-    TrainLog log(cfg.train.print, cfg.backend == "mpi" ? std::string() : cfg.train.log_json, cfg.train.steps,
-                 tokens_per_step);
+    TrainLog log(cfg.train.print, cfg.backend == Backend::mpi && process_rank(cfg.backend) != 0 ? std::string() : cfg.train.log_json,
+                 cfg.train.steps, tokens_per_step);
     const TrainOutcome o = cfg.bf16 ? run<amsp::bf16>(cfg, mesh, plan, data, log, rank)
                                     : run<float>(cfg, mesh, plan, data, log, rank);
     if (rank != 0) return 0;
@@ -81,7 +103,7 @@ int main(int argc, char** argv) {
         {"tokens_per_second", tokens_per_step * cfg.train.steps / o.seconds},
         {"plan", amsp::to_string(plan)},
         {"mesh", amsp::to_string(mesh)},
-        {"backend", cfg.backend},
+        {"backend", cfg.backend == Backend::mpi ? "mpi" : "threads"},
         {"steps", cfg.train.steps},
         {"micro_batches", cfg.train.micro_batches},
         {"parameters", o.parameters},
@@ -100,8 +122,5 @@ int main(int argc, char** argv) {
     log.final(result);
     std::printf("%s\n", amsp::to_json_string(amsp::Json(std::move(result))).c_str());
     return 0;
-  } catch (const amsp::error& e) {
-    std::fprintf(stderr, "amsp-train: %s\n", e.what());
-    return 2;
-  }
+  });
 }

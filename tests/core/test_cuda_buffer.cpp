@@ -21,7 +21,7 @@ void require_gpu() {
 }
 }  // namespace
 
-static_assert(std::is_same_v<amsp::cuda_buffer<float>::space, amsp::cuda_space>);
+static_assert(std::is_same_v<amsp::cuda_buffer<float>::space, amsp::CudaSpace>);
 static_assert(!std::is_copy_constructible_v<amsp::cuda_buffer<float>>);
 static_assert(std::is_nothrow_move_constructible_v<amsp::cuda_buffer<float>>);
 

@@ -1,4 +1,4 @@
-// tensor_traits: the built-in std::span and raw_tensor specialisations, and a user's own tensor
+// tensor_traits: the built-in std::span and RawTensor specialisations, and a user's own tensor
 // type plugged in the documented way.
 #include <doctest/doctest.h>
 
@@ -37,7 +37,7 @@ static_assert(amsp::tensor_like<user::Tensor>);
 static_assert(amsp::tensor_like<const user::Tensor&>);
 static_assert(amsp::tensor_like<std::span<float>>);
 static_assert(amsp::tensor_like<std::span<const amsp::bf16, 4>>);
-static_assert(amsp::tensor_like<amsp::raw_tensor<double>>);
+static_assert(amsp::tensor_like<amsp::RawTensor<double>>);
 static_assert(!amsp::tensor_like<std::vector<float>>);  // not specialised: not a tensor
 static_assert(!amsp::tensor_like<int*>);
 
@@ -60,11 +60,11 @@ TEST_CASE("std::span is a host tensor of its element type") {
   CHECK(dyn[6] == 3.0);
 }
 
-TEST_CASE("raw_tensor carries its memory space in its type") {
+TEST_CASE("RawTensor carries its memory space in its type") {
   float host[3] = {1, 2, 3};
-  const amsp::tensor_view h = amsp::view_of(amsp::raw_tensor<float>{host, 3});
+  const amsp::tensor_view h = amsp::view_of(amsp::RawTensor<float>{host, 3});
   CHECK((h.data == host && h.numel == 3 && h.type == amsp::dtype::fp32 && h.space == amsp::memory_kind::host));
-  const amsp::tensor_view d = amsp::view_of(amsp::raw_tensor<amsp::bf16, amsp::cuda_space>{nullptr, 1024});
+  const amsp::tensor_view d = amsp::view_of(amsp::RawTensor<amsp::bf16, amsp::CudaSpace>{nullptr, 1024});
   CHECK((d.space == amsp::memory_kind::cuda && d.type == amsp::dtype::bf16 && d.size_bytes() == 2048));
   CHECK(amsp::name_of(d.space) == "cuda");
   CHECK(amsp::name_of(h.space) == "host");

@@ -160,3 +160,25 @@ TEST_CASE("mismatches with the loading engine are named errors") {
   CHECK(rules[1] == "ckpt.param_group_mismatch");
   CHECK(load_rule(scratch / "c") == "(loaded)");  // the refused save left the checkpoint alone
 }
+
+TEST_CASE("save never replaces a directory that is not a checkpoint; a trailing slash names the same directory") {
+  const amsp::test::ScratchDir scratch;
+  fs::create_directories(scratch / "mine");
+  std::ofstream(scratch / "mine/notes.txt") << "keep";
+  std::string rules[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model());
+    try {
+      amsp::io::save(opt, comm, scratch / "mine");
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+    }
+    amsp::io::save(opt, comm, scratch / "slash/");
+  });
+  CHECK(rules[0] == "ckpt.exists");
+  CHECK(rules[1] == "ckpt.exists");
+  CHECK(fs::exists(scratch / "mine/notes.txt"));
+  CHECK(load_rule(scratch / "slash") == "(loaded)");
+  CHECK(!fs::exists(scratch / "slash/.tmp"));
+}

@@ -110,7 +110,7 @@ def main():
         print("FAILED: verify of a damaged checkpoint: %d %s" % (r.returncode, r.stderr))
         failures += 1
     r = subprocess.run([amsp_ckpt, "export", ckpt, "x", "--dtype", "fp16"], capture_output=True, text=True)
-    if r.returncode != 2 or "--dtype" not in r.stderr:
+    if r.returncode != 2 or "--dtype 'fp16'" not in r.stderr:
         print("FAILED: a bad --dtype must exit 2 naming the option: %d %s" % (r.returncode, r.stderr))
         failures += 1
     print("python reader: %d pieces of %d tensors checked, %d failures" % (checked_pieces, len(index["tensors"]), failures))

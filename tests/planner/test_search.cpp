@@ -61,7 +61,7 @@ TEST_CASE("search: the best plan is never worse than any preset that fits") {
 
 TEST_CASE("search: the paper's rule set keeps s_g at s_p or s_os") {
   PlannerInputs in = inputs("7b", 4);
-  in.rules = rule_set::paper;
+  in.rules = RuleSet::paper;
   for (const Evaluation& e : search(in, RankBy::step, true)) CHECK((e.plan.g == e.plan.p || e.plan.g == e.plan.os));
   CHECK_THROWS_WITH_AS((void)evaluate(Plan{{1, 1}, {2, 1}, {8, 1}}, in), doctest::Contains("paper_gradient_factor"),
                        amsp::error);

@@ -60,8 +60,8 @@ void check_enumeration(const Mesh& mesh) {
       for_each_triple(mesh, [&](const Plan& plan) {
         if (first_broken_rule(plan, mesh, paper).empty()) expected.push_back(plan);
       });
-      std::vector<Plan> got = amsp::enumerate_plans(mesh, paper ? amsp::rule_set::paper : amsp::rule_set::amsp);
-      for (const Plan& plan : got) REQUIRE(amsp::is_valid(plan, mesh, paper ? amsp::rule_set::paper : amsp::rule_set::amsp));
+      std::vector<Plan> got = amsp::enumerate_plans(mesh, paper ? amsp::RuleSet::paper : amsp::RuleSet::amsp);
+      for (const Plan& plan : got) REQUIRE(amsp::is_valid(plan, mesh, paper ? amsp::RuleSet::paper : amsp::RuleSet::amsp));
       std::sort(expected.begin(), expected.end(), less);
       std::sort(got.begin(), got.end(), less);
       CHECK(std::adjacent_find(got.begin(), got.end()) == got.end());  // no plan twice
@@ -85,7 +85,7 @@ TEST_CASE("plan counts on meshes worked by hand") {
   // 1x3: factors 1x1, 1x3: C(4,3) = 4.
   CHECK(amsp::enumerate_plans(Mesh(1, 3)).size() == 4);
   // Paper rules on 8x1: triples with g = p or g = os: 20 minus those with p < g < os (C(4,3) = 4).
-  CHECK(amsp::enumerate_plans(Mesh(8, 1), amsp::rule_set::paper).size() == 16);
+  CHECK(amsp::enumerate_plans(Mesh(8, 1), amsp::RuleSet::paper).size() == 16);
 }
 
 TEST_CASE("mesh_factors are the aligned blocks, ordered by size") {
@@ -111,7 +111,7 @@ TEST_CASE("every invalid triple is rejected with the rule the restated rules exp
     if (mesh.world_size() > 24) return;
     for_each_triple(mesh, [&](const Plan& plan) {
       const std::string_view expected = first_broken_rule(plan, mesh, true);
-      const auto violation = amsp::find_violation(plan, mesh, amsp::rule_set::paper);
+      const auto violation = amsp::find_violation(plan, mesh, amsp::RuleSet::paper);
       REQUIRE(violation.has_value() == !expected.empty());
       if (violation) REQUIRE(violation->rule() == expected);
     });
@@ -131,7 +131,7 @@ TEST_CASE("on power-of-two meshes the nesting rule follows from ordering and div
 
 namespace {
 void check_rejected(const Plan& plan, const Mesh& mesh, const std::string& rule, const std::string& text,
-                    amsp::rule_set rules = amsp::rule_set::amsp) {
+                    amsp::RuleSet rules = amsp::RuleSet::amsp) {
   INFO("plan ", amsp::to_string(plan), " on ", amsp::to_string(mesh));
   const auto violation = amsp::find_violation(plan, mesh, rules);
   REQUIRE(violation.has_value());
@@ -160,7 +160,7 @@ TEST_CASE("each invalid-plan class has its own rule and message") {
   check_rejected(Plan{{4, 2}, {8, 2}, {8, 2}}, Mesh(8, 2), "plan.node_filling",
                  "s_p = 4x2 spans 2 nodes but uses only 4 of the 8 ranks per node");
   check_rejected(Plan{{1, 1}, {4, 1}, {8, 1}}, Mesh(8, 1), "plan.paper_gradient_factor", "s_g = s_p or s_g = s_os",
-                 amsp::rule_set::paper);
+                 amsp::RuleSet::paper);
   CHECK(amsp::is_valid(Plan{{1, 1}, {4, 1}, {8, 1}}, Mesh(8, 1)));  // lifted by default
 }
 

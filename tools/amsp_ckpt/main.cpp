@@ -5,34 +5,32 @@
 //   amsp-ckpt diff DIR_A DIR_B                  max abs / rel difference per tensor and row
 // Exit status: 0 success (diff: also when the checkpoints differ), 1 a damaged or mismatched
 // checkpoint (the ckpt.* rule is printed), 2 bad usage (the message names the argument and rule).
-//
-// The argument parsing is minimal and local: the shared helper tools/common/cli_args.hpp was not on
-// main when this tool was written.
+// Arguments through the shared helper tools/common/cli_args.hpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
 #include "amsp/io/inspect.hpp"
 #include "amsp/io/reader.hpp"
+#include "common/cli_args.hpp"
 
 namespace {
 
 constexpr const char* usage =
-    "usage: amsp-ckpt info DIR\n"
+    "Commands:\n"
+    "       amsp-ckpt info DIR\n"
     "       amsp-ckpt verify DIR\n"
     "       amsp-ckpt export DIR OUT.safetensors [--dtype bf16|fp32]\n"
     "       amsp-ckpt diff DIR_A DIR_B\n";
-
-[[noreturn]] void usage_error(const std::string& message, const char* rule) {
-  std::fprintf(stderr, "amsp-ckpt: %s [rule %s]\n%s", message.c_str(), rule, usage);
-  std::exit(2);
-}
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -107,44 +105,49 @@ int diff(const std::string& a, const std::string& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("%s", usage);
-    return args.empty() ? 2 : 0;
-  }
-  const std::string command = args[0];
-  amsp::dtype type = amsp::dtype::bf16;
-  std::vector<std::string> positional;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--dtype") {
-      if (command != "export") usage_error("--dtype applies to export only", "cli.unknown_option");
-      if (i + 1 >= args.size()) usage_error("--dtype needs a value (bf16 or fp32)", "cli.missing_value");
-      const std::string& v = args[++i];
-      if (v != "bf16" && v != "fp32") usage_error("--dtype is '" + v + "' but must be bf16 or fp32", "cli.bad_value");
-      type = v == "bf16" ? amsp::dtype::bf16 : amsp::dtype::fp32;
-    } else if (args[i].starts_with("--")) {
-      usage_error("unknown option '" + args[i] + "'", "cli.unknown_option");
-    } else {
-      positional.push_back(args[i]);
+  return amsp::cli::guarded_main("amsp-ckpt", std::cerr, [&]() -> int {
+    amsp::cli::Args args("amsp-ckpt", "amsp-ckpt: inspect, verify, export and compare amsp checkpoints", argc, argv);
+    const std::optional<amsp::dtype> type = args.optional_value<amsp::dtype>(
+        "--dtype", "bf16|fp32", "export only: dtype of the exported parameters (default bf16)",
+        [](std::string_view s) {
+          if (s == "bf16") return amsp::dtype::bf16;
+          if (s == "fp32") return amsp::dtype::fp32;
+          throw amsp::cli::usage_error("expected one of bf16,fp32");
+        });
+    const std::optional<std::string> command = args.positional("COMMAND", "info | verify | export | diff");
+    std::vector<std::string> paths;
+    for (const auto& [metavar, help] : {std::pair{"DIR", "checkpoint directory"},
+                                        std::pair{"DIR_B|OUT", "diff: second checkpoint; export: output file"}})
+      if (const std::optional<std::string> p = args.positional(metavar, help)) paths.push_back(*p);
+    args.epilog(usage);
+    if (args.finish()) {
+      std::cout << args.help();
+      return 0;
     }
-  }
-  const auto need = [&](std::size_t n) {
-    if (positional.size() != n)
-      usage_error(command + " takes " + std::to_string(n) + " path argument(s), got " + std::to_string(positional.size()),
-                  "cli.arguments");
-  };
-  try {
-    if (command == "info" || command == "verify") {
-      need(1);
-      return command == "info" ? info(positional[0]) : verify(positional[0]);
+    const auto need = [&](std::size_t n) {
+      if (paths.size() != n)
+        throw amsp::cli::usage_error("amsp-ckpt: " + *command + " takes " + std::to_string(n) + " path(s), got " +
+                                     std::to_string(paths.size()) + " [rule cli.arguments]");
+    };
+    if (!command) throw amsp::cli::usage_error("amsp-ckpt: missing COMMAND (info, verify, export, diff)");
+    if (type && *command != "export")
+      throw amsp::cli::usage_error("amsp-ckpt: --dtype applies to export only, not to " + *command);
+    // A damaged or mismatched checkpoint is exit status 1 (the program ran, the data is bad);
+    // guarded_main keeps 2 for bad usage.
+    try {
+      if (*command == "info" || *command == "verify") {
+        need(1);
+        return *command == "info" ? info(paths[0]) : verify(paths[0]);
+      }
+      if (*command == "export" || *command == "diff") {
+        need(2);
+        return *command == "export" ? export_params(paths[0], paths[1], type.value_or(amsp::dtype::bf16))
+                                    : diff(paths[0], paths[1]);
+      }
+    } catch (const amsp::error& e) {
+      std::fprintf(stderr, "amsp-ckpt %s: %s\n", command->c_str(), e.what());
+      return 1;
     }
-    if (command == "export" || command == "diff") {
-      need(2);
-      return command == "export" ? export_params(positional[0], positional[1], type) : diff(positional[0], positional[1]);
-    }
-    usage_error("unknown command '" + command + "' (info, verify, export, diff)", "cli.command");
-  } catch (const amsp::error& e) {
-    std::fprintf(stderr, "amsp-ckpt %s: %s\n", command.c_str(), e.what());
-    return 1;
-  }
+    throw amsp::cli::usage_error("amsp-ckpt: unknown command '" + *command + "' (info, verify, export, diff)");
+  });
 }

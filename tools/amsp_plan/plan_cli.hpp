@@ -47,7 +47,7 @@ struct CliOptions {
   int top = 10;
   CommMode mode = CommMode::engine;
   RankBy rank_by = RankBy::step;
-  rule_set rules = rule_set::amsp;
+  RuleSet rules = RuleSet::amsp;
   ScheduleOptions schedule{};
 };
 
@@ -136,7 +136,7 @@ inline constexpr std::string_view examples = R"(Examples
   o.schedule.reshard_after_forward =
       !args.flag("--keep-gathered", "keep gathered parameters from forward to backward (one AllGather, more memory)");
   o.rules = args.choice("--rules", "plan rules; paper also requires s_g in {s_p, s_os}", o.rules,
-                        {{"amsp", rule_set::amsp}, {"paper", rule_set::paper}});
+                        {{"amsp", RuleSet::amsp}, {"paper", RuleSet::paper}});
 
   args.section("Output");
   o.rank_by = args.choice(

@@ -28,6 +28,7 @@
 #include "amsp/comm/communicator.hpp"
 #include "amsp/comm/detail/unique_handle.hpp"
 #include "amsp/comm/mpi.hpp"
+#include "amsp/core/cuda_check.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
 
@@ -38,10 +39,6 @@ namespace detail {
 inline void check_nccl(ncclResult_t result, const char* call) {
   if (result != ncclSuccess) [[unlikely]]
     fail("comm.nccl", call, " failed: ", ncclGetErrorString(result));
-}
-inline void check_cuda(cudaError_t result, const char* call) {
-  if (result != cudaSuccess) [[unlikely]]
-    fail("comm.cuda", call, " failed: ", cudaGetErrorString(result));
 }
 
 template <class T>
@@ -67,7 +64,10 @@ struct CudaFree {
 /// The stream every communicator of one world enqueues on; destroyed after the last of them.
 class CudaStream {
 public:
-  CudaStream() { check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }
+  CudaStream() {
+    amsp::detail::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "comm.cuda",
+                             "cudaStreamCreateWithFlags");
+  }
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
   ~CudaStream() { cudaStreamDestroy(stream_); }
@@ -81,8 +81,9 @@ private:
 class CudaEventState final : public HandleState {
 public:
   explicit CudaEventState(cudaStream_t stream) {
-    check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check_cuda(cudaEventRecord(event_, stream), "cudaEventRecord");
+    amsp::detail::check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "comm.cuda",
+                             "cudaEventCreateWithFlags");
+    amsp::detail::check_cuda(cudaEventRecord(event_, stream), "comm.cuda", "cudaEventRecord");
   }
   CudaEventState(const CudaEventState&) = delete;
   CudaEventState& operator=(const CudaEventState&) = delete;
@@ -90,10 +91,10 @@ public:
   bool test() override {
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaErrorNotReady) return false;
-    check_cuda(status, "cudaEventQuery");
+    amsp::detail::check_cuda(status, "comm.cuda", "cudaEventQuery");
     return true;
   }
-  void wait() override { check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  void wait() override { amsp::detail::check_cuda(cudaEventSynchronize(event_), "comm.cuda", "cudaEventSynchronize"); }
 
 private:
   cudaEvent_t event_{};
@@ -111,7 +112,7 @@ private:
 inline void use_device_of_rank(int rank) {
   const int devices = cuda_device_count();
   check(devices > 0, "comm.cuda", "no CUDA device to run rank ", rank, " on");
-  detail::check_cuda(cudaSetDevice(rank % devices), "cudaSetDevice");
+  amsp::detail::check_cuda(cudaSetDevice(rank % devices), "comm.cuda", "cudaSetDevice");
 }
 
 class NcclCommunicator {
@@ -190,7 +191,7 @@ public:
   void barrier() {
     if (!scratch_.owned()) {
       float* scratch = nullptr;
-      detail::check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc");
+      amsp::detail::check_cuda(cudaMalloc(&scratch, sizeof(float)), "comm.cuda", "cudaMalloc");
       scratch_ = detail::UniqueHandle<float*, detail::CudaFree>(scratch, true);
     }
     enqueue_all_reduce(scratch_.get(), scratch_.get(), 1, reduce_op::sum);
@@ -216,7 +217,9 @@ private:
     detail::check_nccl(ncclCommCount(comm, &size_), "ncclCommCount");
   }
 
-  void synchronize() { detail::check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
+  void synchronize() {
+    amsp::detail::check_cuda(cudaStreamSynchronize(stream()), "comm.cuda", "cudaStreamSynchronize");
+  }
   [[nodiscard]] Handle completion() { return Handle(std::make_shared<detail::CudaEventState>(stream())); }
   void check_root(op_kind kind, int root) const {
     check(root >= 0 && root < size_, "comm.root_range", name_of(kind), ": root ", root, " is not a rank of this ",

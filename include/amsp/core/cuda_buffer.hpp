@@ -1,5 +1,5 @@
 #pragma once
-// An owning, move-only buffer of device memory: the cuda_space counterpart of host_buffer.
+// An owning, move-only buffer of device memory: the CudaSpace counterpart of host_buffer.
 // Tier 2: plain host code that calls the CUDA runtime, so g++ compiles it when the target links
 // CUDA::cudart (amsp::cuda); nothing here needs nvcc.
 //
@@ -15,29 +15,18 @@
 #include <type_traits>
 #include <utility>
 
+#include "amsp/core/cuda_check.hpp"
 #include "amsp/core/error.hpp"
 #include "amsp/core/memory_space.hpp"
 
 namespace amsp {
-
-namespace detail {
-/// Throws amsp::error (rule `rule`) for a failed CUDA runtime call, e.g. "cudaMalloc of 4096 bytes
-/// failed: out of memory (cudaErrorMemoryAllocation)".
-template <class... Parts>
-void check_cuda(cudaError_t status, std::string_view rule, const Parts&... what) {
-  if (status != cudaSuccess) [[unlikely]] {
-    (void)cudaGetLastError();  // reset a non-sticky error so the next call is not blamed for it
-    fail(rule, what..., " failed: ", cudaGetErrorString(status), " (", cudaGetErrorName(status), ")");
-  }
-}
-}  // namespace detail
 
 template <class T>
 class cuda_buffer {
   static_assert(std::is_trivially_copyable_v<T>, "amsp::cuda_buffer holds trivially copyable elements");
 
 public:
-  using space = cuda_space;
+  using space = CudaSpace;
 
   cuda_buffer() = default;
 

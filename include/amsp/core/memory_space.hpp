@@ -1,6 +1,6 @@
 #pragma once
 // Memory spaces as types (the Kokkos idiom): code is specialised on where its buffers live.
-// host_space is always available; cuda_space is declared everywhere so that host code can name it,
+// HostSpace is always available; CudaSpace is declared everywhere so that host code can name it,
 // but allocating in it needs amsp/core/cuda_buffer.hpp and the CUDA runtime.
 
 #include <cstdint>
@@ -10,12 +10,12 @@ namespace amsp {
 
 enum class memory_kind : std::uint8_t { host, cuda };
 
-struct host_space {
+struct HostSpace {
   static constexpr memory_kind kind = memory_kind::host;
   static constexpr std::string_view name = "host";
 };
 
-struct cuda_space {
+struct CudaSpace {
   static constexpr memory_kind kind = memory_kind::cuda;
   static constexpr std::string_view name = "cuda";
 };

@@ -1,7 +1,7 @@
 #pragma once
 // How a user's tensor type tells amsp where its elements are. Specialise amsp::tensor_traits<T>
 // for your own tensor class (the model is fmt::formatter<T>); amsp ships specialisations for
-// std::span<E> and for amsp::raw_tensor<E> (a raw pointer plus an element count).
+// std::span<E> and for amsp::RawTensor<E> (a raw pointer plus an element count).
 //
 //   template <> struct amsp::tensor_traits<my::Tensor> {
 //     static void* data(const my::Tensor& t) { return t.ptr(); }
@@ -23,18 +23,18 @@ template <class T>
 struct tensor_traits;  // no specialisation: the type is not a tensor amsp understands
 
 /// A raw pointer plus element count, for C codebases that keep parameters in plain arrays.
-template <element_type E, memory_space Space = host_space>
-struct raw_tensor {
+template <element_type E, memory_space Space = HostSpace>
+struct RawTensor {
   E* ptr = nullptr;
   std::size_t count = 0;
 };
 
 template <element_type E, memory_space Space>
-struct tensor_traits<raw_tensor<E, Space>> {
-  static void* data(const raw_tensor<E, Space>& t) { return const_cast<std::remove_const_t<E>*>(t.ptr); }
-  static std::size_t numel(const raw_tensor<E, Space>& t) { return t.count; }
-  static amsp::dtype dtype(const raw_tensor<E, Space>&) { return dtype_of_v<E>; }
-  static memory_kind space(const raw_tensor<E, Space>&) { return Space::kind; }
+struct tensor_traits<RawTensor<E, Space>> {
+  static void* data(const RawTensor<E, Space>& t) { return const_cast<std::remove_const_t<E>*>(t.ptr); }
+  static std::size_t numel(const RawTensor<E, Space>& t) { return t.count; }
+  static amsp::dtype dtype(const RawTensor<E, Space>&) { return dtype_of_v<E>; }
+  static memory_kind space(const RawTensor<E, Space>&) { return Space::kind; }
 };
 
 /// A std::span of elements is a host tensor.

@@ -154,16 +154,34 @@ inline void merge_manifests(Index& index, const std::string& dir, const std::str
     std::sort(t.pieces.begin(), t.pieces.end(), [](const IndexPiece& a, const IndexPiece& b) { return a.begin < b.begin; });
 }
 
+/// `dir` without trailing separators or dot segments ("ckpt/latest/" -> "ckpt/latest"), so that
+/// its temporary sibling is a sibling and not a child.
+[[nodiscard]] inline std::string normalized_directory(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  check(!p.empty() && p.filename() != "." && p.filename() != "..", "ckpt.io", "checkpoint directory '", dir,
+        "' must name a directory");
+  return p.string();
+}
+
 [[nodiscard]] inline std::string temporary_directory(const std::string& dir, const std::string& id) {
   return dir + ".tmp-" + id;
+}
+
+inline void check_save_options(const SaveOptions& options) {
+  check(options.max_piece_elements > 0, "ckpt.options", "SaveOptions::max_piece_elements must be > 0");
 }
 
 /// Rank 0, phase 1: a fresh temporary directory; leftovers of interrupted saves of `dir` removed.
 inline void begin_save(const std::string& dir, const std::string& id, const SaveOptions& options) {
   namespace fs = std::filesystem;
-  const fs::path target = fs::path(dir).lexically_normal();
-  check(options.overwrite || !fs::exists(target), "ckpt.exists", "a checkpoint already exists at '", dir,
-        "' and overwrite is off");
+  const fs::path target(dir);
+  if (fs::exists(target)) {
+    check(options.overwrite, "ckpt.exists", "a checkpoint already exists at '", dir, "' and overwrite is off");
+    // Replacing removes the old directory: only ever an amsp checkpoint (or an empty directory).
+    check(fs::is_directory(target) && (fs::exists(target / commit_file_name) || fs::is_empty(target)), "ckpt.exists",
+          "'", dir, "' exists and is not an amsp checkpoint; refusing to replace it");
+  }
   const fs::path parent = fs::path(parent_directory(target.string()));
   fs::create_directories(parent);
   const std::string prefix = target.filename().string() + ".tmp-";
@@ -244,7 +262,7 @@ void read_own_pieces(Engine& engine, CheckpointReader& reader) {
                                  [](std::int64_t v, const IndexPiece& p) { return v < p.begin; });
       for (--it; it != tensor.pieces.end() && it->begin < hi; ++it) {
         if (cached != &*it) {
-          data = reader.read_piece(tensor, *it);
+          reader.read_piece(tensor, *it, data);
           cached = &*it;
         }
         const std::int64_t from = std::max(lo, it->begin);
@@ -263,9 +281,11 @@ void read_own_pieces(Engine& engine, CheckpointReader& reader) {
 /// Saves the engine's model states into `dir`. Collective over `world`, the communicator the
 /// engine was built on. `user.values` is taken from rank 0; every rank's `user.blob` is saved.
 template <class Comm, class Rule, class ParamT, class GradT>
-void save(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, const std::string& dir,
+void save(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, const std::string& directory,
           const UserSection& user = {}, const SaveOptions& options = {}) {
   engine.synchronize();
+  const std::string dir = detail::normalized_directory(directory);
+  detail::check_save_options(options);
   const std::string id = detail::shared_checkpoint_id(world);
   agree(world, [&] {
     if (world.rank() == 0) detail::begin_save(dir, id, options);

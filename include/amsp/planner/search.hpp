@@ -32,7 +32,7 @@ struct PlannerInputs {
   Cluster cluster;
   ScheduleOptions schedule{};
   CommMode mode = CommMode::engine;
-  rule_set rules = rule_set::amsp;
+  RuleSet rules = RuleSet::amsp;
 };
 
 /// Fails with the rule of the first invalid part of `in`.

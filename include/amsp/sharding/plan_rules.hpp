@@ -8,7 +8,7 @@
 //   plan.ordering      s0_p <= s0_g <= s0_os and s1_p <= s1_g <= s1_os        (paper rule 1)
 //   plan.nesting       s0_p | s0_g | s0_os and s1_p | s1_g | s1_os
 //   plan.node_filling  a factor spans nodes (s1_x > 1) only if s0_x = R      (paper rule 3)
-//   plan.paper_gradient_factor  s_g is s_p or s_os (only in rule_set::paper) (paper rule 4)
+//   plan.paper_gradient_factor  s_g is s_p or s_os (only in RuleSet::paper) (paper rule 4)
 //
 // plan.nesting is ours: the P groups must nest inside the G groups and those inside the OS groups
 // (a rank never owns gradients or states of parameters it does not hold). On meshes whose sizes
@@ -26,14 +26,14 @@
 
 namespace amsp {
 
-enum class rule_set {
+enum class RuleSet {
   amsp,   ///< any s_p | s_g | s_os (the default)
   paper,  ///< additionally s_g ∈ {s_p, s_os}, as the paper restricts it "for simplicity"
 };
 
 /// The first rule `plan` breaks on `mesh`, as an error (rule id + message); nullopt when valid.
 [[nodiscard]] inline std::optional<error> find_violation(const Plan& plan, const Mesh& mesh,
-                                                         rule_set rules = rule_set::amsp) {
+                                                         RuleSet rules = RuleSet::amsp) {
   const int R = mesh.ranks_per_node();
   const int N = mesh.nodes();
   const auto violation = [&](const char* rule, const auto&... parts) {
@@ -75,18 +75,18 @@ enum class rule_set {
       return violation("plan.node_filling", "s_", name_of(c), " = ", to_string(f), " spans ", f.inter,
                        " nodes but uses only ", f.intra, " of the ", R, " ranks per node (s0 must equal R when s1 > 1)");
   }
-  if (rules == rule_set::paper && !(plan.g == plan.p || plan.g == plan.os))
+  if (rules == RuleSet::paper && !(plan.g == plan.p || plan.g == plan.os))
     return violation("plan.paper_gradient_factor", "the paper's rule set needs s_g = s_p or s_g = s_os, got s_g = ",
                      to_string(plan.g));
   return std::nullopt;
 }
 
-[[nodiscard]] inline bool is_valid(const Plan& plan, const Mesh& mesh, rule_set rules = rule_set::amsp) {
+[[nodiscard]] inline bool is_valid(const Plan& plan, const Mesh& mesh, RuleSet rules = RuleSet::amsp) {
   return !find_violation(plan, mesh, rules).has_value();
 }
 
 /// Throws the amsp::error of the first rule `plan` breaks on `mesh`.
-inline void validate(const Plan& plan, const Mesh& mesh, rule_set rules = rule_set::amsp) {
+inline void validate(const Plan& plan, const Mesh& mesh, RuleSet rules = RuleSet::amsp) {
   if (auto violation = find_violation(plan, mesh, rules)) throw *violation;
 }
 
@@ -104,7 +104,7 @@ inline void validate(const Plan& plan, const Mesh& mesh, rule_set rules = rule_s
 }
 
 /// Every valid plan on the mesh, ordered by (s_p, s_g, s_os) factor order of mesh_factors.
-[[nodiscard]] inline std::vector<Plan> enumerate_plans(const Mesh& mesh, rule_set rules = rule_set::amsp) {
+[[nodiscard]] inline std::vector<Plan> enumerate_plans(const Mesh& mesh, RuleSet rules = RuleSet::amsp) {
   const std::vector<Factor> factors = mesh_factors(mesh);
   std::vector<Plan> plans;
   for (const Factor& p : factors)
