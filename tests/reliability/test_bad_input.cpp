@@ -154,7 +154,8 @@ TEST_CASE("amsp-plan: every bad input exits 2 naming the option and the rule") {
 }
 
 TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule") {
-  std::vector<Row> rows = missing_values({"--backend", "--mesh", "--out", "--ops", "--groups", "--sizes"});
+  std::vector<Row> rows = missing_values({"--backend", "--mesh", "--out", "--ops", "--groups", "--sizes", "--plans",
+                                          "--max-iterations"});
   const std::vector<Row> table{
       {{"--frobnicate"}, {"unknown option '--frobnicate'"}},
       {{"--backend", "carrier-pigeon"}, {"--backend", "carrier-pigeon"}},
@@ -167,6 +168,10 @@ TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule"
       {{"--sizes", "1024,abc"}, {"--sizes", "abc"}},
       {{"--sizes", "-1"}, {"--sizes"}},
       {{"--mesh", "2x1", "--mesh", "4x1"}, {"--mesh"}},
+      {{"--mesh", "2x1", "--plans", "teleport"}, {"--plans", "teleport", "plan."}},
+      {{"--mesh", "2x1", "--plans", "ddp;zero3;p=4x1,g=4x1,os=4x1"}, {"--plans", "p=4x1"}},
+      {{"--max-iterations", "1"}, {"--max-iterations"}},
+      {{"--max-iterations", "many"}, {"--max-iterations", "many"}},
   };
   rows.insert(rows.end(), table.begin(), table.end());
   check_rows("AMSP_PROFILE", rows);
