@@ -3,8 +3,10 @@
 // alone and the same fused update run alone, in the same process. Counters (milliseconds,
 // medians over the repetitions): step_ms, collectives_ms, update_ms, and
 // ratio = step_ms / (collectives_ms + update_ms), the engine's overhead over its parts
-// (target <= 1.15). The update alone includes the gradient sum of squares (the overflow check),
-// which the engine's step also runs. Run:
+// (target <= 1.15); BM_Step runs the engine in the HostSerial space, BM_Step_async in HostAsync
+// (no compute to overlap here: this measures what the worker thread costs). The update alone
+// includes the gradient sum of squares (the overflow check), which the engine's step also runs.
+// Run:
 //   build/default/bench/engine/bench_engine_step --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
@@ -18,11 +20,13 @@
 #include "amsp/engine/sharded_optimizer.hpp"
 #include "amsp/optim/adam.hpp"
 #include "amsp/sharding.hpp"
+#include "step_timing.hpp"
 
 namespace {
 
 using Threads = amsp::comm::ThreadsCommunicator;
-using Clock = std::chrono::steady_clock;
+using amsp::bench::median;
+using amsp::bench::timed;
 constexpr int kBuckets = 8;
 constexpr std::int64_t kBucketParams = 6'291'456;  // 8 x 6.3M = 50.3M parameters
 constexpr int kRepetitions = 5;
@@ -32,21 +36,6 @@ std::vector<amsp::BucketSpec> model() {
   for (int b = 0; b < kBuckets; ++b)
     buckets.push_back({"layer" + std::to_string(b), {{"layer" + std::to_string(b) + ".w", {kBucketParams}, amsp::dtype::fp32}}});
   return buckets;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-/// Times `body` on every rank between two barriers; rank 0's wall time in seconds.
-template <class F>
-double timed(Threads& comm, F&& body) {
-  comm.barrier();
-  const auto start = Clock::now();
-  body();
-  comm.barrier();
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 /// The collectives of one step of `opt`'s schedule (M = 1, one gather per bucket), issued alone
@@ -86,12 +75,16 @@ struct CollectivesAlone {
   }
 };
 
+template <class Space>
 void BM_Step(benchmark::State& state, const std::string& plan_name) {
   const amsp::Mesh mesh(4, 2);
   const amsp::Plan plan = amsp::parse_plan(plan_name, mesh);
   std::vector<double> step_s, comm_s, update_s;
   amsp::comm::run_on_threads(mesh.world_size(), [&](Threads& comm) {
-    amsp::ShardedOptimizer<Threads, amsp::optim::AdamW> opt(comm, mesh, plan, amsp::optim::AdamW{}, model());
+    amsp::EngineOptions options;
+    options.zero_grad_buffers = false;  // the user's backward writes every element (see below)
+    amsp::ShardedOptimizer<Threads, amsp::optim::AdamW, float, float, Space> opt(comm, mesh, plan, amsp::optim::AdamW{},
+                                                                                 model(), options);
     const amsp::BucketGeometry geo = opt.geometry(0);
     CollectivesAlone alone(comm, opt.groups(), geo);
     // The update alone: the same fused pass over buffers of the OS-shard size.
@@ -143,11 +136,17 @@ void BM_Step(benchmark::State& state, const std::string& plan_name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (const char* plan : {"ddp", "zero1", "zero2", "zero3", "mics(4)", "amsp-7b", "amsp-13b", "amsp-30b"})
-    benchmark::RegisterBenchmark(("BM_Step/" + std::string(plan)).c_str(), BM_Step, std::string(plan))
+  for (const char* plan : {"ddp", "zero1", "zero2", "zero3", "mics(4)", "amsp-7b", "amsp-13b", "amsp-30b"}) {
+    benchmark::RegisterBenchmark(("BM_Step/" + std::string(plan)).c_str(), BM_Step<amsp::HostSerial>, std::string(plan))
         ->Iterations(kRepetitions)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_Step_async/" + std::string(plan)).c_str(), BM_Step<amsp::HostAsync>,
+                                 std::string(plan))
+        ->Iterations(kRepetitions)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -5,11 +5,12 @@
 // the synchronous save. Every file is fsynced (save and plain write alike) and evicted from the
 // page cache (posix_fadvise DONTNEED) before it is read, so reads come from the disk.
 //
-//   bench_checkpoint [DIR] [ELEMENTS_PER_RANK]      (defaults: /tmp, 12 Mi => 1.2 GB of states)
+//   bench_checkpoint [DIR] [ELEMENTS_PER_RANK] [ROUNDS]   (defaults: /tmp, 12 Mi => 1.2 GB of states, 3)
 // Prints a table (bench/README.md quotes it). Not a ctest test.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -91,7 +92,11 @@ int main(int argc, char** argv) {
                       {prefix + ".b", {third}, amsp::dtype::fp32},
                       {prefix + ".c", {third}, amsp::dtype::fp32}}});
   }
-  double save_s = 0, load_s = 0, async_call_s = 0, async_commit_s = 0, async_total_s = 0;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
+  // Each round alternates the plain file and the checkpoint, so that both see the same disk
+  // weather (the VM's disk and the other helpers' load vary by several x within minutes).
+  std::vector<double> write_v, save_v, read_v, load_v, warm_v, call_v, commit_v, total_v;
+  std::uint64_t bytes = 0;
   amsp::comm::run_on_threads(world, [&](Threads& comm) {
     amsp::ShardedOptimizer<Threads, amsp::optim::AdamW> opt(comm, mesh, amsp::parse_plan("zero3", mesh),
                                                             amsp::optim::AdamW{}, model);
@@ -103,43 +108,62 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < st.size(); ++i) st[i] = static_cast<float>((i + s) % 777);
       }
     }
-    comm.barrier();
-    auto t = Clock::now();
-    amsp::io::save(opt, comm, root + "/sync");
-    comm.barrier();
-    if (comm.rank() == 0) {
-      save_s = seconds_since(t);
-      evict_tree(root + "/sync");
-    }
-    comm.barrier();
-    t = Clock::now();
-    (void)amsp::io::load(opt, comm, root + "/sync");
-    comm.barrier();
-    if (comm.rank() == 0) load_s = seconds_since(t);
-    // Asynchronous: the stall is what the training loop waits for.
-    comm.barrier();
-    t = Clock::now();
-    auto pending = amsp::io::save_async(opt, comm, root + "/async");
-    comm.barrier();
-    const double call = seconds_since(t);
-    while (!pending.written()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // "training"
-    comm.barrier();
-    const auto c = Clock::now();
-    pending.commit();
-    comm.barrier();
-    if (comm.rank() == 0) {
-      async_call_s = call;
-      async_commit_s = seconds_since(c);
-      async_total_s = seconds_since(t);
+    const auto timed = [&](auto&& body) {
+      comm.barrier();
+      const auto t = Clock::now();
+      body();
+      comm.barrier();
+      return seconds_since(t);
+    };
+    for (int round = 0; round < rounds; ++round) {
+      // Plain write and read run on rank 0 while the others wait at the barrier.
+      const double w = timed([&] {
+        if (comm.rank() == 0 && bytes > 0) (void)plain_write(root + "/plain.bin", bytes);
+      });
+      const double s = timed([&] { amsp::io::save(opt, comm, root + "/sync"); });
+      if (comm.rank() == 0) {
+        bytes = tree_bytes(root + "/sync");
+        if (round == 0) write_v.push_back(plain_write(root + "/plain.bin", bytes));  // the first round learns the size
+        evict_tree(root + "/sync");
+        evict(root + "/plain.bin");
+      }
+      const double r = timed([&] {
+        if (comm.rank() == 0) (void)plain_read(root + "/plain.bin");
+      });
+      const double l = timed([&] { (void)amsp::io::load(opt, comm, root + "/sync"); });
+      const double warm = timed([&] { (void)amsp::io::load(opt, comm, root + "/sync"); });
+      // Asynchronous: the stall is what the training loop waits for.
+      comm.barrier();
+      const auto t = Clock::now();
+      auto pending = amsp::io::save_async(opt, comm, root + "/async");
+      comm.barrier();
+      const double call = seconds_since(t);
+      while (!pending.written()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // "training"
+      const double commit = timed([&] { pending.commit(); });
+      const double total = seconds_since(t);
+      if (comm.rank() == 0) {
+        if (round > 0) write_v.push_back(w);
+        save_v.push_back(s);
+        read_v.push_back(r);
+        load_v.push_back(l);
+        warm_v.push_back(warm);
+        call_v.push_back(call);
+        commit_v.push_back(commit);
+        total_v.push_back(total);
+      }
     }
   });
-  const std::uint64_t bytes = tree_bytes(root + "/sync");
-  const double write_s = plain_write(root + "/plain.bin", bytes);
-  evict(root + "/plain.bin");
-  const double read_s = plain_read(root + "/plain.bin");
+  if (write_v.empty()) write_v.push_back(plain_write(root + "/plain.bin", bytes));
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double write_s = median(write_v), save_s = median(save_v), read_s = median(read_v), load_s = median(load_v),
+               warm_load_s = median(warm_v), async_call_s = median(call_v), async_commit_s = median(commit_v),
+               async_total_s = median(total_v);
   const auto gbps = [&](double s) { return static_cast<double>(bytes) / s / 1e9; };
-  std::printf("checkpoint of %.2f GB (master + AdamW m, v; 8 ranks, zero3 on 4x2, threads) in %s\n",
-              static_cast<double>(bytes) / 1e9, root.c_str());
+  std::printf("checkpoint of %.2f GB (master + AdamW m, v; 8 ranks, zero3 on 4x2, threads) in %s; medians of %d rounds\n",
+              static_cast<double>(bytes) / 1e9, root.c_str(), rounds);
   std::printf("| operation | seconds | GB/s | ratio |\n|---|---|---|---|\n");
   std::printf("| plain sequential write + fsync (1 thread, 8 MiB writes) | %.3f | %.3f | 1 |\n", write_s, gbps(write_s));
   std::printf("| amsp::io::save (8 ranks, fsync, commit) | %.3f | %.3f | %.2f of plain write |\n", save_s, gbps(save_s),
@@ -147,6 +171,7 @@ int main(int argc, char** argv) {
   std::printf("| plain sequential read (cold, 1 thread) | %.3f | %.3f | 1 |\n", read_s, gbps(read_s));
   std::printf("| amsp::io::load (8 ranks, cold, CRC checked) | %.3f | %.3f | %.2f of plain read |\n", load_s, gbps(load_s),
               read_s / load_s);
+  std::printf("| amsp::io::load again, files in the page cache | %.3f | %.3f | |\n", warm_load_s, gbps(warm_load_s));
   std::printf("| save_async: snapshot call | %.3f | | %.3f of the sync save |\n", async_call_s, async_call_s / save_s);
   std::printf("| save_async: commit after the writes | %.3f | | %.3f of the sync save |\n", async_commit_s,
               async_commit_s / save_s);

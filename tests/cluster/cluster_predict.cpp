@@ -134,10 +134,11 @@ int run(int argc, char** argv) {
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
     std::vector<double> seconds;
-    double inter_per_rank = 0, link_bytes = 0;
+    double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
     for (const CommTerm& t : terms) {
       seconds.push_back(t.seconds(cluster));
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
+      for (const CollectiveCall& c : t.calls) calls += c.count;
       for (const CollectiveCall& c : t.calls)
         link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
     }
@@ -150,9 +151,11 @@ int run(int argc, char** argv) {
     const StepTime s = step_time(step, kappa, terms, seconds);
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
-                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g}\n",
+                "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g,"
+                "\"collective_calls\":%.0f}\n",
                 to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
-                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param);
+                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param,
+                calls);
   }
   return 0;
 }

@@ -29,6 +29,8 @@ struct JobConfig {
   bool accumulate_grads = false;
   /// EngineOptions::zero_grad_buffers of the run.
   bool zero_grad_buffers = true;
+  /// EngineOptions::check_collectives of the run.
+  bool check_collectives = false;
 };
 
 /// Final full parameters, one vector per tensor in model order.
@@ -36,7 +38,7 @@ using Params = std::vector<std::vector<float>>;
 
 /// Runs the job on this rank with parameters and gradients in `ParamT`; returns the final full
 /// parameters it sees, widened to float.
-template <class Comm, class Rule, class ParamT = float>
+template <class Comm, class Rule, class ParamT = float, class Space = HostSerial>
 Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job,
                MemoryReport* memory = nullptr) {
   EngineOptions options;
@@ -44,7 +46,8 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   options.max_grad_norm = job.max_grad_norm;
   options.param_groups = job.param_groups;
   options.zero_grad_buffers = job.zero_grad_buffers;
-  ShardedOptimizer<Comm, Rule, ParamT> opt(comm, mesh, plan, rule, odd_model(), options);
+  options.check_collectives = job.check_collectives;
+  ShardedOptimizer<Comm, Rule, ParamT, ParamT, Space> opt(comm, mesh, plan, rule, odd_model(), options);
   std::size_t t = 0;
   for (int b = 0; b < opt.bucket_count(); ++b)
     for (const TensorSlot& slot : opt.layout(b).slots()) {
@@ -62,6 +65,7 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
       std::size_t tensor = 0;
       for (int b = 0; b < opt.bucket_count(); ++b) {
         const std::span<const ParamT> full = opt.gather(b);
+        if (b + 1 < opt.bucket_count()) opt.prefetch(b + 1);  // the next bucket's AllGather overlaps this one's work
         const std::span<ParamT> grads = opt.grad_buffer(b);
         for (const TensorSlot& slot : opt.layout(b).slots()) {
           for (std::size_t i = 0; i < slot.numel; ++i) {
@@ -94,12 +98,12 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
 
 /// run_job on every rank of a threads world of mesh's size; checks that every rank sees the same
 /// final parameters and returns them.
-template <class Rule, class ParamT = float>
+template <class Rule, class ParamT = float, class Space = HostSerial>
 Params run_threads(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
   std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& comm) {
     per_rank[static_cast<std::size_t>(comm.rank())] =
-        run_job<comm::ThreadsCommunicator, Rule, ParamT>(comm, mesh, plan, rule, job);
+        run_job<comm::ThreadsCommunicator, Rule, ParamT, Space>(comm, mesh, plan, rule, job);
   });
   for (const Params& p : per_rank) check(p == per_rank.front(), "test.ranks_differ", "ranks ended with different parameters");
   return per_rank.front();

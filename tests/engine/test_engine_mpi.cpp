@@ -2,7 +2,10 @@
 // For every valid plan: AdamW and SGD-momentum, M = 1 and 3, with and without clipping, both OS
 // layouts where valid, end within 1e-6 of the DDP plan run under MPI; a second run of the same
 // plan is bitwise identical; and the traffic-counting wrapper around the MPI backend measures
-// exactly the engine's expected traffic. Prints "N passed, N failed" on rank 0.
+// exactly the engine's expected traffic. With the argument `async`: every plan and layout run in
+// the HostAsync space (the engine's worker thread makes its MPI calls; MPI initialised with
+// MPI_THREAD_SERIALIZED) ends bitwise where the HostSerial run ends, and the traffic check runs in
+// HostAsync. Prints "N passed, N failed" on rank 0.
 #include <mpi.h>
 
 #include <cmath>
@@ -64,13 +67,33 @@ void parity(MpiCommunicator& comm, const amsp::Mesh& mesh, const Rule& rule) {
     }
 }
 
+/// HostAsync against HostSerial, bitwise, on every plan and layout (AdamW, M = 3, clipping).
+void async_matches_serial(MpiCommunicator& comm, const amsp::Mesh& mesh) {
+  const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
+  JobConfig job;
+  job.micro_batches = 3;
+  job.max_grad_norm = 0.05f;
+  for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
+    for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
+      if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+      job.os_layout = layout;
+      const Params serial = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostSerial>(
+          comm, mesh, plan, rule, job);
+      const Params async = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostAsync>(
+          comm, mesh, plan, rule, job);
+      expect(comm, bitwise_equal(async, serial),
+             "HostAsync equals HostSerial: " + amsp::to_string(plan) + " " + std::string(amsp::name_of(layout)));
+    }
+}
+
+template <class Space>
 void traffic(MpiCommunicator& world, const amsp::Mesh& mesh) {
   using Counting = amsp::comm::CountingCommunicator<MpiCommunicator>;
   for (const amsp::Plan& plan : amsp::enumerate_plans(mesh)) {
     auto counter = std::make_shared<amsp::comm::TrafficCounter>(mesh);
     Counting comm(MpiCommunicator::borrow(MPI_COMM_WORLD), counter);
-    amsp::ShardedOptimizer<Counting, amsp::optim::AdamW> opt(comm, mesh, plan, amsp::optim::AdamW{},
-                                                            amsp::test::odd_model());
+    amsp::ShardedOptimizer<Counting, amsp::optim::AdamW, float, float, Space> opt(comm, mesh, plan, amsp::optim::AdamW{},
+                                                                                 amsp::test::odd_model());
     const int micro = 3;
     for (int m = 0; m < micro; ++m) {
       opt.start_micro_batch(m == micro - 1);
@@ -93,21 +116,43 @@ void traffic(MpiCommunicator& world, const amsp::Mesh& mesh) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  amsp::comm::MpiSession session(argc, argv);
-  MpiCommunicator world = MpiCommunicator::world();
+int run_checks(MpiCommunicator& world, bool async) {
   const int size = world.size();
   const amsp::Mesh mesh = size == 8 ? amsp::Mesh(4, 2) : size == 4 ? amsp::Mesh(2, 2) : amsp::Mesh(size, 1);
   try {
-    parity(world, mesh, amsp::optim::AdamW{.lr = 1e-2f});
-    parity(world, mesh, amsp::optim::SgdMomentum{.lr = 1e-2f});
-    traffic(world, mesh);
+    if (async) {
+      async_matches_serial(world, mesh);
+      traffic<amsp::HostAsync>(world, mesh);
+    } else {
+      parity(world, mesh, amsp::optim::AdamW{.lr = 1e-2f});
+      parity(world, mesh, amsp::optim::SgdMomentum{.lr = 1e-2f});
+      traffic<amsp::HostSerial>(world, mesh);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", world.rank(), e.what());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   if (world.rank() == 0) std::printf("engine under MPI on mesh %s: %d passed, %d failed\n", amsp::to_string(mesh).c_str(), passed, failed);
   return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool async = argc > 1 && std::string(argv[1]) == "async";
+  int provided = 0;
+  // The engine's HostAsync worker makes the MPI calls: at least MPI_THREAD_SERIALIZED.
+  MPI_Init_thread(&argc, &argv, async ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED, &provided);
+  if (async && provided < MPI_THREAD_SERIALIZED) {
+    std::fprintf(stderr, "this MPI provides thread level %d < MPI_THREAD_SERIALIZED: skipped\n", provided);
+    MPI_Finalize();
+    return 77;
+  }
+  int code = 0;
+  {
+    MpiCommunicator world = MpiCommunicator::world();
+    code = run_checks(world, async);
+  }
+  MPI_Finalize();
+  return code;
 }

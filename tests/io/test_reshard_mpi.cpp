@@ -53,19 +53,8 @@ bool same_states(const std::string& a, const std::string& b) {
   for (const amsp::io::IndexTensor& ta : ra.index().tensors) {
     const amsp::io::IndexTensor* tb = rb.index().find(ta.name);
     if (tb == nullptr) return false;
-    const auto whole = [](amsp::io::CheckpointReader& r, const amsp::io::IndexTensor& t) {
-      const std::size_t rows = r.index().rows.size();
-      std::vector<float> out(rows * static_cast<std::size_t>(t.numel()));
-      for (const amsp::io::IndexPiece& p : t.pieces) {
-        const std::vector<float> data = r.read_piece(t, p);
-        for (std::size_t row = 0; row < rows; ++row)
-          std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(p.count)), p.count,
-                      out.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(t.numel()) +
-                                                                static_cast<std::size_t>(p.begin)));
-      }
-      return out;
-    };
-    if (whole(ra, ta) != whole(rb, *tb)) return false;
+    for (std::size_t row = 0; row < ra.index().rows.size(); ++row)
+      if (ra.read_tensor(ta, row) != rb.read_tensor(*tb, row)) return false;
   }
   return true;
 }

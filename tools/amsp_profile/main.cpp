@@ -107,7 +107,13 @@ void write(const Options& o, const Mesh& mesh, const std::vector<planner::Profil
 std::vector<std::pair<Factor, GroupSet>> group_sets(const Options& o, const Mesh& mesh) {
   if (o.plans.empty()) return amsp_profile::block_group_sets(mesh, o.groups.empty() ? amsp_profile::group_shapes(mesh) : o.groups);
   std::vector<Plan> plans;
-  for (const std::string& p : o.plans) plans.push_back(parse_plan(p, mesh));
+  for (const std::string& p : o.plans) {
+    try {
+      plans.push_back(parse_plan(p, mesh));
+    } catch (const amsp::error& e) {  // name the option: the mesh is known only now (MPI: the world)
+      throw cli::usage_error("amsp-profile: --plans '" + p + "': " + e.what());
+    }
+  }
   auto sets = amsp_profile::block_group_sets(mesh, o.groups);
   for (auto& set : amsp_profile::plan_group_sets(mesh, plans)) sets.push_back(std::move(set));
   return sets;

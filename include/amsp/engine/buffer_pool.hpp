@@ -1,9 +1,11 @@
 #pragma once
 // Scratch buffers handed out for the lifetime of one use (a gathered bucket, a micro-batch's
 // gradients) and reused afterwards, so that scratch stays at the size of the buckets in flight
-// rather than the size of the model.
+// rather than the size of the model. Thread-safe: with an asynchronous space the caller's thread
+// hands a buffer to the communication stream, which gives it back.
 
 #include <cstddef>
+#include <mutex>
 #include <vector>
 
 #include "amsp/core/buffer.hpp"
@@ -16,6 +18,7 @@ class BufferPool {
 public:
   /// Index of a free buffer of at least `count` elements (allocated when none is free).
   [[nodiscard]] int acquire(std::size_t count) {
+    std::lock_guard lock(mutex_);
     int best = -1;
     for (std::size_t i = 0; i < buffers_.size(); ++i)
       if (!in_use_[i] && buffers_[i].size() >= count && (best < 0 || buffers_[i].size() < buffers_[static_cast<std::size_t>(best)].size()))
@@ -29,13 +32,18 @@ public:
     return best;
   }
   void release(int index) {
+    std::lock_guard lock(mutex_);
     check(index >= 0 && static_cast<std::size_t>(index) < buffers_.size() && in_use_[static_cast<std::size_t>(index)],
           "engine.scratch", "scratch buffer ", index, " is not in use");
     in_use_[static_cast<std::size_t>(index)] = false;
   }
-  [[nodiscard]] T* data(int index) { return buffers_.at(static_cast<std::size_t>(index)).data(); }
+  [[nodiscard]] T* data(int index) {
+    std::lock_guard lock(mutex_);
+    return buffers_.at(static_cast<std::size_t>(index)).data();
+  }
   /// Bytes allocated by the pool (its high-water mark: buffers are kept for reuse).
   [[nodiscard]] std::size_t bytes() const {
+    std::lock_guard lock(mutex_);
     std::size_t total = 0;
     for (const auto& b : buffers_) total += b.size_bytes();
     return total;
@@ -44,6 +52,7 @@ public:
 private:
   std::vector<host_buffer<T>> buffers_;
   std::vector<bool> in_use_;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace amsp::detail

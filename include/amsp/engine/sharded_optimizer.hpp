@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,6 +52,7 @@
 #include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/options.hpp"
 #include "amsp/engine/param_groups.hpp"
+#include "amsp/engine/space.hpp"
 #include "amsp/optim/grad_norm.hpp"
 #include "amsp/optim/update_host.hpp"
 #include "amsp/sharding/groups.hpp"
@@ -69,7 +71,8 @@ struct MemoryReport {
   [[nodiscard]] std::size_t model_states() const { return params + grads + optimizer_states; }
 };
 
-template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT>
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT,
+          class Space = HostSerial>
 class ShardedOptimizer {
   static_assert(std::is_same_v<ParamT, float> || std::is_same_v<ParamT, bf16>,
                 "amsp: parameters are fp32 or bf16");
@@ -78,6 +81,7 @@ class ShardedOptimizer {
 public:
   using param_type = ParamT;
   using grad_type = GradT;
+  using space_type = Space;
 
   /// Collective over every rank of `world`, which must fill `mesh`. Validates the plan (its rule
   /// is named in the error) and the buckets, builds the sub-communicators, allocates the stores.
@@ -106,13 +110,15 @@ public:
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
   ~ShardedOptimizer() {
-    // Outstanding collectives read and write our stores: let them finish before the stores go.
+    // Outstanding work reads and writes our stores: let it finish before the stores go.
+    std::vector<comm::Handle> outstanding = std::move(reductions_);
     for (Bucket& b : buckets_) {
-      try {
-        b.gather_handle.wait();
-        for (comm::Handle& h : b.spread_handles) h.wait();
-      } catch (...) {  // an aborted world: nothing left to wait for
-      }
+      outstanding.push_back(std::move(b.gather_done));
+      outstanding.push_back(std::move(b.update_done));
+    }
+    try {
+      wait_all(outstanding);
+    } catch (...) {  // an aborted world: nothing left to wait for
     }
   }
 
@@ -160,14 +166,23 @@ public:
   /// Starts the AllGather of bucket b's parameters without waiting (the executor's prefetch).
   void prefetch(int b) {
     Bucket& bucket = at(b);
-    check(!bucket.gathered && !bucket.gather_handle.pending(), "engine.gather_twice", "bucket '",
-          bucket.spec.name, "' is already gathered or being gathered; release it first");
-    wait_spread(bucket);
-    if (!p_comm_) return;
+    check(!bucket.gathered && bucket.gather_slot < 0, "engine.gather_twice", "bucket '", bucket.spec.name,
+          "' is already gathered or being gathered; release it first");
+    if (!p_comm_) return;  // gather(b) hands out the P store once its spread is done
+    space_.order_after(bucket.update_done);  // the AllGather reads what the spread writes
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
-    agree<ParamT>(*p_comm_, "P group", comm::op_kind::all_gather, bucket.geo.p.size(), bucket.spec.name);
-    bucket.gather_handle = p_comm_->all_gather_async(bucket.p_store.data(), gather_pool_.data(bucket.gather_slot),
-                                                     bucket.geo.p.size());
+    Comm* comm = &*p_comm_;
+    const ParamT* send = bucket.p_store.data();
+    ParamT* recv = gather_pool_.data(bucket.gather_slot);
+    const std::size_t count = bucket.geo.p.size();
+    const IssueContext at = issue_context();
+    Bucket* issuing = &bucket;
+    bucket.gather_done = space_.launch([this, comm, send, recv, count, at, issuing] {
+      agree<ParamT>(*comm, "P group", comm::op_kind::all_gather, count, issuing->spec.name, at);
+      std::vector<comm::Handle> h;
+      h.push_back(comm->all_gather_async(send, recv, count));
+      return h;
+    });
   }
 
   /// The full parameters of bucket b in the flat layout layout(b), valid until release(b). With
@@ -178,8 +193,9 @@ public:
     Bucket& bucket = at(b);
     check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered; release it first");
-    if (!bucket.gather_handle.pending() && bucket.gather_slot < 0) prefetch(b);
-    bucket.gather_handle.wait();
+    if (!p_comm_) wait_spread(bucket);
+    else if (bucket.gather_slot < 0) prefetch(b);
+    bucket.gather_done.wait();
     bucket.gathered = true;
     return full_params(bucket);
   }
@@ -204,7 +220,7 @@ public:
   /// Gives back the gather scratch of bucket b (a no-op with P replicated).
   void release(int b) {
     Bucket& bucket = at(b);
-    bucket.gather_handle.wait();
+    bucket.gather_done.wait();
     if (bucket.gather_slot >= 0) gather_pool_.release(bucket.gather_slot);
     bucket.gather_slot = -1;
     bucket.gathered = false;
@@ -234,6 +250,7 @@ public:
       // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
       // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
       if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
+        wait_spread(bucket);  // the last update read its gradients from the G store
         bucket.grad_slot = grads_in_g_store;
         clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
         return {bucket.g_store.data(), bucket.geo.n};
@@ -250,15 +267,9 @@ public:
     require_open(bucket);
     check(bucket.grad_slot != no_grad_slot, "engine.no_gradients", "bucket '", bucket.spec.name,
           "': reduce_gradients(b) reads grad_buffer(b), which was not requested this micro-batch");
-    if (bucket.grad_slot == grads_in_g_store) {
-      bucket.grad_slot = no_grad_slot;
-      bucket.accumulated = true;
-      complete(bucket);
-      return;
-    }
-    reduce(bucket, grad_pool_.data(bucket.grad_slot));
-    grad_pool_.release(bucket.grad_slot);
+    const int slot = bucket.grad_slot == grads_in_g_store ? -1 : bucket.grad_slot;
     bucket.grad_slot = no_grad_slot;
+    submit_reduction(bucket, slot);
   }
 
   /// Hands in gradients that live in the user's tensors (one per tensor of the bucket, in order).
@@ -277,8 +288,7 @@ public:
         for (std::size_t k = 0; k < s.numel; ++k) full[s.offset + k] = from_float<GradT>(to_float(in[k]));
       });
     }
-    reduce(bucket, full);
-    grad_pool_.release(slot);
+    submit_reduction(bucket, slot);
   }
 
   // ---- step ----------------------------------------------------------------------------------
@@ -291,13 +301,19 @@ public:
     check(loss_scale > 0.0f && std::isfinite(loss_scale), "engine.loss_scale", "loss scale ", loss_scale,
           " must be positive and finite");
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
+    wait_all(reductions_);  // the OS-shard gradients are complete
     StepResult result;
     const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
     if (need_norm) {
       double sum_sq = 0.0;
       for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
-      if (os_comm_) agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm");
-      if (os_comm_) os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
+      if (os_comm_) {
+        const IssueContext at = issue_context();
+        space_.submit([&] {
+          agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
+          os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
+        }).wait();
+      }
       result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
     }
     const bool nonfinite = need_norm && !std::isfinite(result.grad_norm);
@@ -308,19 +324,21 @@ public:
         result.clip_coefficient = static_cast<float>(options_.max_grad_norm / (result.grad_norm + 1e-6));
       const float grad_scale = static_cast<float>(average / loss_scale) * result.clip_coefficient;
       ++step_;
-      std::vector<Rule> group_rules;
-      for (const ParamGroup& g : groups_table_.values()) group_rules.push_back(detail::rule_for_group(rule_, g));
+      auto group_rules = std::make_shared<std::vector<Rule>>();
+      for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
       for (Bucket& b : buckets_) update_and_spread(b, group_rules, grad_scale);
     }
     result.step = step_;
     open_ = last_ = false;
     micro_batches_ = 0;
-    for (Bucket& b : buckets_) b.accumulated = b.finished = b.reduced = false;
+    for (Bucket& b : buckets_) b.accumulated = b.reduced = false;
     return result;
   }
 
-  /// Waits for every outstanding spread (step() leaves them running to overlap the next forward).
+  /// Waits for every outstanding spread (step() leaves them running to overlap the next forward)
+  /// and gradient reduction (reduce_gradients leaves them running to overlap the backward).
   void synchronize() {
+    wait_all(reductions_);
     for (Bucket& b : buckets_) wait_spread(b);
   }
 
@@ -415,7 +433,7 @@ public:
     check(!open_, "engine.step_pending", "refresh_params_from_master() inside a micro-batch");
     for (Bucket& b : buckets_) {
       wait_spread(b);
-      check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+      check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
             "' is still gathered; release it before refresh_params_from_master()");
       for (const OsPiece& piece : os_pieces(b))
         for (std::size_t i = 0; i < piece.count; ++i)
@@ -425,6 +443,15 @@ public:
   }
 
 private:
+  // What a collective's check records about the host's position in the schedule, taken when the
+  // host issues the work (the stream may run it later, when the host has moved on).
+  struct IssueContext {
+    std::int64_t step = 0;
+    int micro_batch = 0;
+    bool last = false;
+  };
+  [[nodiscard]] IssueContext issue_context() const { return {step_, micro_batches_ - 1, last_}; }
+
   static constexpr int no_grad_slot = -1;
   static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
 
@@ -442,14 +469,14 @@ private:
     std::vector<detail::GroupRun> update_runs;  // the OS shard cut into runs of one group each
     int spread_position = 0;            // position in the spread group (owner index)
     // per micro-batch / step
+    // per micro-batch / step; host-side bookkeeping, touched by the caller's thread only
     int gather_slot = -1;
-    comm::Handle gather_handle;
+    comm::Handle gather_done;           // event: the AllGather into the gather slot
     bool gathered = false;
     int grad_slot = no_grad_slot;
-    std::vector<comm::Handle> spread_handles;
+    comm::Handle update_done;           // event: the update of the OS shard and the spread to the P store
     bool reduced = false;
     bool accumulated = false;
-    bool finished = false;
   };
 
   // A contiguous run of the OS shard: `count` elements at `os_offset` of the OS store that sit at
@@ -565,10 +592,8 @@ private:
     return {gather_pool_.data(b.gather_slot), b.geo.n};
   }
 
-  void wait_spread(Bucket& b) {
-    for (comm::Handle& h : b.spread_handles) h.wait();
-    b.spread_handles.clear();
-  }
+  // The host reads or writes the stores the last update and spread touched.
+  void wait_spread(Bucket& b) { b.update_done.wait(); }
 
   // What grad_buffer(b) hands out: all zeros (EngineOptions::zero_grad_buffers), else only the
   // padding is zeroed and the user overwrites every tensor element.
@@ -615,9 +640,28 @@ private:
           missing.empty() ? std::string("(none: no micro-batch was started)") : missing);
   }
 
+  // Hands the bucket's gradients of this micro-batch (in grad-pool slot `slot`, or already in the
+  // G store when slot < 0) to the communication stream: the whole chain runs there in order, and
+  // the host keeps only the decisions (first micro-batch? last?) it took now.
+  void submit_reduction(Bucket& b, int slot) {
+    const bool first = !b.accumulated;
+    const IssueContext at = issue_context();
+    b.accumulated = true;
+    b.reduced = true;
+    Bucket* bucket = &b;
+    reductions_.push_back(space_.submit([this, bucket, slot, first, at] {
+      if (slot >= 0) {
+        reduce(*bucket, grad_pool_.data(slot), first, at);
+        grad_pool_.release(slot);
+      }
+      if (at.last) finish(*bucket, at);
+    }));
+  }
+
   // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
-  // split (fp32), accumulate into the G shard; on the last micro-batch, reduce on to the OS shard.
-  void reduce(Bucket& b, const GradT* full) {
+  // split (fp32), accumulate into the G shard (the first micro-batch writes it). Runs on the
+  // communication stream.
+  void reduce(Bucket& b, const GradT* full, bool first, const IssueContext& at) {
     const BucketGeometry& geo = b.geo;
     int x_slot = -1;
     const float* x = nullptr;
@@ -630,7 +674,7 @@ private:
       x = wide;
     }
     // Where the last reduction stage writes: straight into the G store when it can.
-    const bool direct = std::is_same_v<GradT, float> && !b.accumulated;
+    const bool direct = std::is_same_v<GradT, float> && first;
     int z_slot = -1;
     float* z = nullptr;
     if (p_comm_ || g_split_comm_) {
@@ -643,37 +687,29 @@ private:
     if (p_comm_ && g_split_comm_) {
       const int y_slot = work_pool_.acquire(geo.p.size());
       float* y = work_pool_.data(y_slot);
-      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name);
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
       p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
-      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
       work_pool_.release(y_slot);
     } else if (p_comm_) {
-      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
+      agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else if (g_split_comm_) {
-      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name);
+      agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
       g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
     } else {
       z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
     }
-    if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z);
-    b.accumulated = true;
+    if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z, first);
     if (z_slot >= 0) work_pool_.release(z_slot);
     if (x_slot >= 0) work_pool_.release(x_slot);
-    complete(b);
   }
 
-  // The bucket's gradients of this micro-batch are in the G store.
-  void complete(Bucket& b) {
-    b.reduced = true;
-    if (last_) finish(b);
-  }
-
-  void accumulate(Bucket& b, const float* z) {
+  void accumulate(Bucket& b, const float* z, bool first) {
     GradT* g = b.g_store.data();
     const std::size_t n = b.g_store.size();
-    if (!b.accumulated) {
+    if (first) {
       for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(z[i]);
     } else {
       for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(to_float(g[i]) + z[i]);
@@ -681,8 +717,8 @@ private:
   }
 
   // Last micro-batch: G shard -> OS shard (ReduceScatter, or Reduce to the owner), then the
-  // AllReduce across OS replicas.
-  void finish(Bucket& b) {
+  // AllReduce across OS replicas. Runs on the communication stream.
+  void finish(Bucket& b, const IssueContext& at) {
     const BucketGeometry& geo = b.geo;
     int wide_slot = -1;
     float* g32 = nullptr;
@@ -694,29 +730,41 @@ private:
       for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
     }
     if (!whole_tensor()) {
-      if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name);
+      if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name, at);
       if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
       if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
     } else {
       for (const OwnedSegment& s : b.segments) {
         float* seg = g32 + s.offset_in_p;
-        if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, s.owner);
+        if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, at, s.owner);
         if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
         if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
       }
     }
     if (os_replica_comm_ && os_elements(b) > 0)
-      agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name);
+      agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name, at);
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
-    b.finished = true;
   }
 
-  void update_and_spread(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale) {
+  // The fused update of the bucket's OS shard and the spread of the new parameters, one task on
+  // the communication stream (HostSerial: run now, the spread left in flight), so that with an
+  // asynchronous space step() returns once the norm is known and the update of bucket b overlaps
+  // the next forward up to gather(b). update_done is its event.
+  void update_and_spread(Bucket& b, std::shared_ptr<const std::vector<Rule>> group_rules, float grad_scale) {
     wait_spread(b);
-    check(!b.gathered && !b.gather_handle.pending(), "engine.gathered_during_step", "bucket '", b.spec.name,
+    check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
+    Bucket* bucket = &b;
+    const IssueContext at = issue_context();
+    b.update_done = space_.launch([this, bucket, group_rules, grad_scale, at] {
+      update(*bucket, *group_rules, grad_scale, at.step);
+      return spread_collectives(*bucket, at);
+    });
+  }
+
+  void update(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale, std::int64_t step) {
     const float* grads = os_grads(b);
     for (const detail::GroupRun& run : b.update_runs) {
       optim::ShardState<Rule> shard;
@@ -726,41 +774,48 @@ private:
       const std::span<ParamT> out{b.p_store.data() + (run.bucket_offset - b.geo.p.begin), run.count};
       optim::update_host(group_rules[static_cast<std::size_t>(run.group)], shard,
                          std::span<const float>(grads + run.shard_offset, run.count), out,
-                         optim::StepOptions{step_, grad_scale, false});
+                         optim::StepOptions{step, grad_scale, false});
     }
-    spread(b);
+  }
+
+  // The spread alone (after the P store was rewritten on the host), on the communication stream.
+  void spread(Bucket& b) {
+    Bucket* bucket = &b;
+    const IssueContext at = issue_context();
+    b.update_done = space_.launch([this, bucket, at] { return spread_collectives(*bucket, at); });
   }
 
   // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
-  void spread(Bucket& b) {
-    if (!spread_comm_) return;
+  std::vector<comm::Handle> spread_collectives(Bucket& b, const IssueContext& at) {
+    std::vector<comm::Handle> handles;
+    if (!spread_comm_) return handles;
+    ParamT* p = b.p_store.data();
     if (!whole_tensor()) {
-      ParamT* p = b.p_store.data();
-      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name);
-      b.spread_handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
+      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name, at);
+      handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
     } else {
       for (const OwnedSegment& s : b.segments) {
-        ParamT* p = b.p_store.data() + s.offset_in_p;
-        agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, s.owner);
-        b.spread_handles.push_back(spread_comm_->broadcast_async(p, p, s.size, s.owner));
+        agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, at, s.owner);
+        handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
       }
     }
+    return handles;
   }
 
   // check_collectives: the ranks of `on` agree on the collective they issue on it next (rule
   // comm.collective_mismatch), before they issue it.
   template <class T>
   void agree(Comm& on, std::string_view group, comm::op_kind kind, std::size_t count, std::string_view label,
-             int root = 0) {
+             const IssueContext& at, int root = 0) {
     if (!check_collectives_) return;
     // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
     // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
     const bool gather = kind == comm::op_kind::all_gather && group == "P group";
     const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
-    const std::string_view phase = gather ? "forward" : stepping ? "step" : last_ ? "last backward" : "backward";
+    const std::string_view phase = gather ? "forward" : stepping ? "step" : at.last ? "last backward" : "backward";
     checker_(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
                                       .label = label, .group = group, .phase = phase, .group_size = on.size(),
-                                      .step = step_, .micro_batch = gather || stepping ? -1 : micro_batches_ - 1});
+                                      .step = at.step, .micro_batch = gather || stepping ? -1 : at.micro_batch});
   }
 
   Comm* world_;
@@ -775,12 +830,14 @@ private:
   detail::BufferPool<ParamT> gather_pool_;
   detail::BufferPool<GradT> grad_pool_;
   detail::BufferPool<float> work_pool_;
+  std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
   bool open_ = false;
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
   bool check_collectives_ = false;
-  comm::CollectiveChecker checker_;
+  comm::CollectiveChecker checker_;  // used on the space's stream only
+  Space space_;  // last: destroyed first, so its stream finishes before anything it touches goes
 };
 
 }  // namespace amsp

@@ -53,8 +53,8 @@ public:
   }
 
 private:
-  template <class C, class R, class P, class G>
-  friend AsyncSave<C> save_async(ShardedOptimizer<C, R, P, G>&, C&, const std::string&, const UserSection&,
+  template <class C, class R, class P, class G, class S>
+  friend AsyncSave<C> save_async(ShardedOptimizer<C, R, P, G, S>&, C&, const std::string&, const UserSection&,
                                  const SaveOptions&);
 
   struct State {
@@ -75,8 +75,8 @@ private:
 
 /// Snapshots the engine's states and starts writing them to `dir` in the background; commit() the
 /// result. Collective over `world`.
-template <class Comm, class Rule, class ParamT, class GradT>
-AsyncSave<Comm> save_async(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, const std::string& dir,
+template <class Comm, class Rule, class ParamT, class GradT, class Space>
+AsyncSave<Comm> save_async(ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>& engine, Comm& world, const std::string& dir,
                            const UserSection& user = {}, const SaveOptions& options = {}) {
   engine.synchronize();
   auto state = std::make_unique<typename AsyncSave<Comm>::State>();

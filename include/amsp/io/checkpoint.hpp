@@ -262,7 +262,7 @@ void read_own_pieces(Engine& engine, CheckpointReader& reader) {
                                  [](std::int64_t v, const IndexPiece& p) { return v < p.begin; });
       for (--it; it != tensor.pieces.end() && it->begin < hi; ++it) {
         if (cached != &*it) {
-          data = reader.read_piece(tensor, *it);
+          reader.read_piece(tensor, *it, data);
           cached = &*it;
         }
         const std::int64_t from = std::max(lo, it->begin);
@@ -280,8 +280,8 @@ void read_own_pieces(Engine& engine, CheckpointReader& reader) {
 
 /// Saves the engine's model states into `dir`. Collective over `world`, the communicator the
 /// engine was built on. `user.values` is taken from rank 0; every rank's `user.blob` is saved.
-template <class Comm, class Rule, class ParamT, class GradT>
-void save(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, const std::string& directory,
+template <class Comm, class Rule, class ParamT, class GradT, class Space>
+void save(ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>& engine, Comm& world, const std::string& directory,
           const UserSection& user = {}, const SaveOptions& options = {}) {
   engine.synchronize();
   const std::string dir = detail::normalized_directory(directory);
@@ -302,8 +302,8 @@ void save(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, cons
 /// Loads the checkpoint in `dir` into the engine, whatever plan, mesh and world size saved it:
 /// master weights, states, step count and hyperparameters, then rebuilds the parameters.
 /// Collective over `world`.
-template <class Comm, class Rule, class ParamT, class GradT>
-Restored load(ShardedOptimizer<Comm, Rule, ParamT, GradT>& engine, Comm& world, const std::string& dir) {
+template <class Comm, class Rule, class ParamT, class GradT, class Space>
+Restored load(ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>& engine, Comm& world, const std::string& dir) {
   engine.synchronize();
   Restored restored;
   std::unique_ptr<CheckpointReader> reader;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,14 +34,14 @@ struct RankPayload {
   std::vector<std::string> row_names;
   std::vector<PiecePayload> pieces;
   std::vector<std::byte> blob;
-  std::vector<float> staging;  ///< the snapshot the rows point into (asynchronous save only)
+  std::unique_ptr<float[]> staging;  ///< the snapshot the rows point into (asynchronous save only)
 
   /// Copies every row into `staging` and points the pieces there: the engine may then change.
   void snapshot() {
     std::size_t total = 0;
     for (const PiecePayload& p : pieces) total += p.rows.size() * static_cast<std::size_t>(p.count);
-    staging.resize(total);
-    float* cursor = staging.data();
+    staging.reset(new float[total]);  // uninitialised: the copy is its first and only write
+    float* cursor = staging.get();
     for (PiecePayload& p : pieces)
       for (const float*& row : p.rows) {
         std::memcpy(cursor, row, static_cast<std::size_t>(p.count) * sizeof(float));
