@@ -45,6 +45,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                             {{"even_split", amsp::OsLayout::even_split}, {"whole_tensor", amsp::OsLayout::whole_tensor}});
   t.keep_gathered = args.flag("--keep-gathered", "keep each gathered block from its forward to its backward");
   t.overlap = !args.flag("--no-overlap", "no prefetch; wait for the spread at once (serialized communication)");
+  t.engine_space = args.choice("--engine-space",
+                               "the engine's communication on a worker thread (reductions overlap the backward) or "
+                               "on the calling thread",
+                               EngineSpace::async, {{"async", EngineSpace::async}, {"serial", EngineSpace::serial}});
   c.bf16 = args.flag("--bf16", "bf16 parameters and gradients (fp32 optimizer states)");
 
   args.section("Model");

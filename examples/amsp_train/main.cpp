@@ -71,9 +71,15 @@ int process_rank(Backend backend) {
 int main(int argc, char** argv) {
   return amsp::cli::guarded_main("amsp-train", std::cerr, [&] {
 #if defined(AMSP_HAS_MPI)
+    // MPI starts before the options are parsed (mpirun's arguments are removed from argv). The
+    // HostAsync engine space (the default) makes its MPI calls from its worker thread.
     std::optional<amsp::comm::MpiSession> mpi_session;
-    for (int i = 1; i + 1 < argc; ++i)
-      if (std::string_view(argv[i]) == "--backend" && std::string_view(argv[i + 1]) == "mpi") mpi_session.emplace(argc, argv);
+    bool mpi = false, serial_space = false;
+    for (int i = 1; i + 1 < argc; ++i) {
+      mpi = mpi || (std::string_view(argv[i]) == "--backend" && std::string_view(argv[i + 1]) == "mpi");
+      serial_space = serial_space || (std::string_view(argv[i]) == "--engine-space" && std::string_view(argv[i + 1]) == "serial");
+    }
+    if (mpi) mpi_session.emplace(argc, argv, serial_space ? MPI_THREAD_FUNNELED : MPI_THREAD_SERIALIZED);
 #endif
     amsp::cli::Args args("amsp-train",
                          "amsp-train: trains a GPT-2-family transformer on English text (bytes) with sharded model states",
@@ -110,6 +116,7 @@ int main(int argc, char** argv) {
         {"dtype", cfg.bf16 ? "bf16" : "fp32"},
         {"keep_gathered", cfg.train.keep_gathered},
         {"overlap", cfg.train.overlap},
+        {"engine_space", cfg.train.engine_space == EngineSpace::async ? "async" : "serial"},
         {"bytes_intra_per_step", o.bytes_intra},
         {"bytes_inter_per_step", o.bytes_inter},
         {"expected_bytes_intra_per_step", o.expected_intra},

@@ -11,6 +11,12 @@
 // - step(): the update with the schedule's learning rate (set_lr) and AdamW's weight decay on the
 //   matrices only (parameter groups), whose spread runs on while the next forward starts (gather(b) waits for
 //   bucket b's spread only). --no-overlap issues no prefetch and waits for the spread at once.
+// Engine space (--engine-space): HostAsync by default, so reduce_gradients, prefetch and step
+// return at once and the engine's worker thread runs each bucket's reduction while the lower
+// blocks' backward goes on; HostSerial runs the same work, in the same order, on the caller.
+// The loop's own collectives on `world` (loss, validation) wait for the worker first
+// (quiesce()): no two threads of a rank ever talk to the backend at once, which is what
+// MPI_THREAD_SERIALIZED asks. Exposed communication is the time the host waits in engine calls.
 // Integration form: the model reads parameters straight from amsp's gather buffers and writes
 // gradients into the buffers amsp hands out (EngineOptions::alignment_bytes = one element keeps
 // the engine's flat layout equal to the model's). With bf16 parameters and gradients the model
@@ -47,10 +53,10 @@ namespace amsp_train {
   return out;
 }
 
-template <class Comm, class ParamT>
+template <class Comm, class ParamT, class Space = amsp::HostAsync>
 class ShardedRun {
 public:
-  using Engine = amsp::ShardedOptimizer<Comm, amsp::optim::AdamW, ParamT, ParamT>;
+  using Engine = amsp::ShardedOptimizer<Comm, amsp::optim::AdamW, ParamT, ParamT, Space>;
 
   ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
       : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
@@ -122,10 +128,18 @@ public:
     });
   }
 
+  /// Waits for the engine's worker (HostAsync) before the loop's own collectives: afterwards no
+  /// thread but the caller's talks to the communicator. A no-op in HostSerial, whose calls all
+  /// come from the caller's thread already.
+  void quiesce() {
+    if constexpr (Space::asynchronous) timed([&] { opt_.synchronize(); });
+  }
+
   /// Gathers every bucket, runs `use(params)`, releases them (collective: every rank calls it).
   template <class Use>
   auto with_all_gathered(Use&& use) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) gather(b);
+    quiesce();
     struct Releaser {
       ShardedRun* run;
       ~Releaser() {
@@ -190,13 +204,12 @@ private:
   double comm_seconds_ = 0.0;
 };
 
-/// One rank's training run. `comm` counts traffic; `world` is the same world, uncounted, for the
-/// loss reductions that are not the engine's traffic. `log` is rank 0's (null elsewhere).
-template <class ParamT, class Comm, class Raw>
-TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg,
-                        const TextCorpus& data, const std::shared_ptr<amsp::comm::TrafficCounter>& counter,
-                        TrainLog* log = nullptr) {
-  ShardedRun<Comm, ParamT> run(comm, mesh, plan, cfg);
+/// train_rank in the engine space `Space`.
+template <class ParamT, class Space, class Comm, class Raw>
+TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan,
+                           const TrainConfig& cfg, const TextCorpus& data,
+                           const std::shared_ptr<amsp::comm::TrafficCounter>& counter, TrainLog* log) {
+  ShardedRun<Comm, ParamT, Space> run(comm, mesh, plan, cfg);
   const auto context = static_cast<std::size_t>(cfg.model.context);
   const WindowSampler sampler(data.train.size(), context, cfg.global_batch, cfg.seed);
   (void)sampler.micro_batch_size(mesh.world_size(), cfg.micro_batches);  // fails before training
@@ -206,6 +219,23 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
   };
   const auto sent = [&](amsp::comm::Locality where) {
     return counter ? counter->sent({.world_rank = comm.rank(), .locality = where}).to_double() : 0.0;
+  };
+  // Bytes are read only where the engine's worker is idle (after quiesce()), or its collectives
+  // would land in a step by timing: a step counts from the last such point before its optimizer
+  // step to the next, so it holds the previous step's spread, which ran into its forward (the
+  // first step holds none; a step with validation, a checkpoint, or the last, also holds its own).
+  // Both spaces count alike; the total, and so the mean per step, is exact.
+  double intra_mark = 0.0, inter_mark = 0.0;
+  const auto count_since_mark = [&](StepRecord& r) {
+    const double intra = sent(amsp::comm::Locality::intra_node), inter = sent(amsp::comm::Locality::inter_node);
+    r.bytes_intra += intra - intra_mark;
+    r.bytes_inter += inter - inter_mark;
+    intra_mark = intra;
+    inter_mark = inter;
+  };
+  const auto skip_since_mark = [&] {
+    StepRecord ignored;
+    count_since_mark(ignored);
   };
 
   int first_step = 0;
@@ -217,33 +247,40 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
   TrainOutcome out;
   out.parameters = parameter_count(run.model().buckets());
   out.initial_validation_loss = validation_loss();
+  skip_since_mark();
   for (int step = first_step; step < cfg.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const double comm_before = run.comm_seconds();
-    const double intra_before = sent(amsp::comm::Locality::intra_node);
-    const double inter_before = sent(amsp::comm::Locality::inter_node);
     double loss_sum = 0.0;
     for (int m = 0; m < cfg.micro_batches; ++m)
       loss_sum += run.micro_batch(windows_at(data.train, sampler.starts(std::uint64_t(step), mesh.world_size(),
                                                                           cfg.micro_batches, comm.rank(), m),
                                              context),
                                   m == cfg.micro_batches - 1);
-    run.step();
+    // The loss reduction is the loop's own collective: it waits for the last gradient reductions,
+    // which step() would wait for anyway, and leaves the spread free to overlap the next forward.
+    run.quiesce();
     StepRecord r;
+    count_since_mark(r);
+    world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum);
+    run.step();
+    const bool last = step + 1 == cfg.steps;
+    const bool evaluate = last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0);
+    const bool checkpoint =
+        !cfg.checkpoint_dir.empty() && (last || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0));
+    if (evaluate || checkpoint) {
+      run.quiesce();  // the spread ends here: this step's own
+      count_since_mark(r);
+    }
     r.step = step + 1;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     r.comm_seconds = run.comm_seconds() - comm_before;
-    r.bytes_intra = sent(amsp::comm::Locality::intra_node) - intra_before;
-    r.bytes_inter = sent(amsp::comm::Locality::inter_node) - inter_before;
     r.lr = run.engine().rule().lr;
-    world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum);
     r.loss = loss_sum / (mesh.world_size() * cfg.micro_batches);
-    if (step + 1 == cfg.steps || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0))
-      r.validation_loss = validation_loss();
+    if (evaluate) r.validation_loss = validation_loss();
     // Checkpoints go after the step's byte count: their traffic is not the step's.
-    if (!cfg.checkpoint_dir.empty() &&
-        (step + 1 == cfg.steps || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)))
-      amsp::io::save(run.engine(), comm, cfg.checkpoint_dir);
+    if (checkpoint) amsp::io::save(run.engine(), comm, cfg.checkpoint_dir);
+    if (evaluate || checkpoint) skip_since_mark();  // the worker is idle again after both
     out.steps.push_back(r);
     out.seconds += r.seconds;
     out.comm_seconds += r.comm_seconds;
@@ -266,6 +303,18 @@ TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const am
                               : std::string();
     });
   return out;
+}
+
+/// One rank's training run, in the engine space cfg.engine_space. `comm` counts traffic; `world`
+/// is the same world, uncounted, for the loss reductions that are not the engine's traffic. `log`
+/// is rank 0's (null elsewhere).
+template <class ParamT, class Comm, class Raw>
+TrainOutcome train_rank(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg,
+                        const TextCorpus& data, const std::shared_ptr<amsp::comm::TrafficCounter>& counter,
+                        TrainLog* log = nullptr) {
+  if (cfg.engine_space == EngineSpace::serial)
+    return train_rank_in<ParamT, amsp::HostSerial>(comm, world, mesh, plan, cfg, data, counter, log);
+  return train_rank_in<ParamT, amsp::HostAsync>(comm, world, mesh, plan, cfg, data, counter, log);
 }
 
 }  // namespace amsp_train

@@ -13,6 +13,11 @@
 
 namespace amsp_train {
 
+/// Where the engine runs its communication (amsp/engine/space.hpp): HostAsync's worker thread, so
+/// that reduce_gradients returns at once and each block's reduction overlaps the rest of the
+/// backward, or HostSerial, where the caller's thread issues it (the same arithmetic, in the same order).
+enum class EngineSpace { async, serial };
+
 struct TrainConfig {
   GptConfig model;
   int steps = 300;
@@ -24,6 +29,7 @@ struct TrainConfig {
   amsp::OsLayout os_layout = amsp::OsLayout::even_split;
   bool keep_gathered = false;  ///< keep each gathered bucket from its forward to its backward
   bool overlap = true;         ///< prefetch the next bucket and let the spread run into the next forward
+  EngineSpace engine_space = EngineSpace::async;
   int eval_every = 50;         ///< validation loss every N steps and after the last (0: only the last)
   std::size_t eval_windows = 64;
   int sample_bytes = 0;        ///< bytes of text sampled at the end (rank 0)

@@ -43,7 +43,7 @@ TrainOutcome train(MpiCommunicator& world, const amsp::Mesh& mesh, const amsp::P
 }  // namespace
 
 int main(int argc, char** argv) {
-  amsp::comm::MpiSession session(argc, argv);
+  amsp::comm::MpiSession session(argc, argv, MPI_THREAD_SERIALIZED);  // the HostAsync engine's worker calls MPI
   MpiCommunicator world = MpiCommunicator::world();
   try {
     const amsp::Mesh mesh(2, world.size() / 2);

@@ -151,17 +151,28 @@ private:
 
 }  // namespace detail
 
-/// Initialises MPI (MPI_THREAD_FUNNELED: amsp calls MPI from one thread per process) and
-/// finalises it on destruction; for programs that do not manage MPI themselves.
+/// Initialises MPI and finalises it on destruction; for programs that do not manage MPI
+/// themselves. The default thread level, MPI_THREAD_FUNNELED, is enough when amsp calls MPI from
+/// the main thread only; an engine in the HostAsync space makes its calls from its worker thread
+/// and needs MPI_THREAD_SERIALIZED (docs/engine.md). A level the MPI library does not provide is
+/// an error (rule comm.mpi_thread_level), also when MPI was initialised before.
 class MpiSession {
 public:
-  MpiSession(int& argc, char**& argv) {
+  MpiSession(int& argc, char**& argv, int thread_level = MPI_THREAD_FUNNELED) {
     int initialized = 0;
     MPI_Initialized(&initialized);
-    if (initialized) return;
     int provided = 0;
-    detail::check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-    owner_ = true;
+    if (initialized) {
+      detail::check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+    } else {
+      detail::check_mpi(MPI_Init_thread(&argc, &argv, thread_level, &provided), "MPI_Init_thread");
+      owner_ = true;
+    }
+    if (provided < thread_level) {
+      if (owner_) MPI_Finalize();
+      fail("comm.mpi_thread_level", "this MPI provides thread level ", provided, ", below the ", thread_level,
+           " asked for (MPI_THREAD_SERIALIZED is needed by the HostAsync engine space)");
+    }
   }
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
