@@ -118,3 +118,13 @@ TEST_CASE("set_rule validates and replaces the hyperparameters") {
     CHECK(opt.rule().lr == 0.5f);
   });
 }
+
+TEST_CASE("an engine built from policy types holds the plan they name") {
+  amsp::comm::run_on_threads(4, [&](Threads& comm) {
+    const amsp::Mesh mesh(2, 2);
+    amsp::ShardedOptimizer<Threads, amsp::optim::AdamW> opt(
+        comm, mesh, amsp::ShardPolicy<amsp::Replica>{}, amsp::ShardPolicy<amsp::Partial>{amsp::Factor{2, 1}},
+        amsp::ShardPolicy<amsp::Full>{}, amsp::optim::AdamW{}, amsp::test::odd_model());
+    CHECK(amsp::to_string(opt.plan()) == "p=1x1,g=2x1,os=2x2");
+  });
+}

@@ -104,7 +104,7 @@ public:
   template <class KP, class KG, class KOS>
   ShardedOptimizer(Comm& world, const Mesh& mesh, ShardPolicy<KP> p, ShardPolicy<KG> g, ShardPolicy<KOS> os,
                    Rule rule, std::vector<BucketSpec> buckets, EngineOptions options = {})
-      : ShardedOptimizer(world, mesh, plan_of(p, g, os), rule, std::move(buckets), options) {}
+      : ShardedOptimizer(world, mesh, plan_of(p, g, os, mesh), rule, std::move(buckets), options) {}
 
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
