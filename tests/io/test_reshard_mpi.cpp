@@ -19,6 +19,7 @@
 #include "amsp/sharding.hpp"
 #include "io_harness.hpp"
 #include "parity_metrics.hpp"
+#include "../mpi_checks.hpp"
 
 namespace {
 
@@ -28,17 +29,9 @@ using Engine = amsp::ShardedOptimizer<MpiCommunicator, amsp::optim::AdamW>;
 
 constexpr int global_batch = 8, cut = 4, steps = 8;
 const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
-int passed = 0, failed = 0;
-
-void expect(MpiCommunicator& world, bool ok, const std::string& what) {
-  double bad = ok ? 0.0 : 1.0;
-  world.all_reduce(&bad, &bad, 1, amsp::comm::reduce_op::sum);
-  if (bad == 0.0) ++passed;
-  else {
-    ++failed;
-    if (world.rank() == 0) std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using amsp::test::mpi_checks::expect;
+using amsp::test::mpi_checks::failed;
+using amsp::test::mpi_checks::passed;
 
 amsp::EngineOptions options_of(amsp::OsLayout layout) {
   amsp::EngineOptions o;

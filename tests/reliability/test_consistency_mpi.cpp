@@ -10,25 +10,16 @@
 #include "amsp/comm/mpi.hpp"
 #include "amsp/sharding.hpp"
 #include "mismatch_job.hpp"
+#include "../mpi_checks.hpp"
 
 namespace {
 
 using amsp::comm::MpiCommunicator;
 using amsp::test::Fault;
 
-int passed = 0, failed = 0;
-
-/// Records a check on every rank; the verdict is the AND over ranks, so all ranks agree.
-void expect(MpiCommunicator& comm, bool ok, const std::string& what) {
-  double bad = ok ? 0.0 : 1.0;
-  comm.all_reduce(&bad, &bad, 1, amsp::comm::reduce_op::sum);
-  if (bad == 0.0) {
-    ++passed;
-  } else {
-    ++failed;
-    if (comm.rank() == 0) std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using amsp::test::mpi_checks::expect;
+using amsp::test::mpi_checks::failed;
+using amsp::test::mpi_checks::passed;
 
 }  // namespace
 
