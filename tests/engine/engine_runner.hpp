@@ -15,6 +15,19 @@
 
 namespace amsp::test {
 
+/// Every tensor of the engine set to the harness's initial values (the same on every rank).
+template <class Engine>
+void set_initial_values(Engine& opt) {
+  std::size_t t = 0;
+  for (int b = 0; b < opt.bucket_count(); ++b)
+    for (const TensorSlot& slot : opt.layout(b).slots()) {
+      std::vector<float> init(slot.numel);
+      for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(initial_value(t, i));
+      opt.set_tensor(slot.name, std::span<const float>(init));
+      ++t;
+    }
+}
+
 struct JobConfig {
   int steps = 10;
   int micro_batches = 1;
@@ -48,14 +61,7 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   options.zero_grad_buffers = job.zero_grad_buffers;
   options.check_collectives = job.check_collectives;
   ShardedOptimizer<Comm, Rule, ParamT, ParamT, Space> opt(comm, mesh, plan, rule, odd_model(), options);
-  std::size_t t = 0;
-  for (int b = 0; b < opt.bucket_count(); ++b)
-    for (const TensorSlot& slot : opt.layout(b).slots()) {
-      std::vector<float> init(slot.numel);
-      for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(initial_value(t, i));
-      opt.set_tensor(slot.name, std::span<const float>(init));
-      ++t;
-    }
+  set_initial_values(opt);
   for (int step = 0; step < job.steps; ++step) {
     if (job.lr_at) {
       if constexpr (requires { opt.set_lr(1.0f); }) opt.set_lr(job.lr_at(step));

@@ -46,18 +46,6 @@ private:
   std::string path_;
 };
 
-template <class Engine>
-void set_initial_values(Engine& opt) {
-  std::size_t t = 0;
-  for (int b = 0; b < opt.bucket_count(); ++b)
-    for (const TensorSlot& slot : opt.layout(b).slots()) {
-      std::vector<float> init(slot.numel);
-      for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(initial_value(t, i));
-      opt.set_tensor(slot.name, std::span<const float>(init));
-      ++t;
-    }
-}
-
 /// Steps [first, last) of a job whose micro-batch m of step `step` on this rank uses the gradients
 /// gradient(seed, step, sample_of(m), ...).
 template <class Engine, class SampleOf>
