@@ -28,6 +28,7 @@
 #include "amsp/optim/adam.hpp"
 #include "amsp/sharding.hpp"
 #include "step_timing.hpp"
+#include "bench_model.hpp"
 
 namespace {
 
@@ -38,10 +39,7 @@ constexpr int kRepetitions = 5;
 constexpr int kSteps = 3;
 
 std::vector<amsp::BucketSpec> model() {
-  std::vector<amsp::BucketSpec> buckets;
-  for (int b = 0; b < kBuckets; ++b)
-    buckets.push_back({"layer" + std::to_string(b), {{"layer" + std::to_string(b) + ".w", {kBucketParams}, amsp::dtype::fp32}}});
-  return buckets;
+  return amsp::bench::equal_buckets(kBuckets, kBucketParams);
 }
 
 /// The accelerator computing for `seconds` (see the file comment).

@@ -21,6 +21,7 @@
 #include "amsp/optim/adam.hpp"
 #include "amsp/sharding.hpp"
 #include "step_timing.hpp"
+#include "bench_model.hpp"
 
 namespace {
 
@@ -32,10 +33,7 @@ constexpr std::int64_t kBucketParams = 6'291'456;  // 8 x 6.3M = 50.3M parameter
 constexpr int kRepetitions = 5;
 
 std::vector<amsp::BucketSpec> model() {
-  std::vector<amsp::BucketSpec> buckets;
-  for (int b = 0; b < kBuckets; ++b)
-    buckets.push_back({"layer" + std::to_string(b), {{"layer" + std::to_string(b) + ".w", {kBucketParams}, amsp::dtype::fp32}}});
-  return buckets;
+  return amsp::bench::equal_buckets(kBuckets, kBucketParams);
 }
 
 /// The collectives of one step of `opt`'s schedule (M = 1, one gather per bucket), issued alone

@@ -16,6 +16,7 @@
 #include "amsp/engine/sharded_optimizer.hpp"
 #include "amsp/optim/adam.hpp"
 #include "amsp/sharding.hpp"
+#include "../engine/bench_model.hpp"
 
 namespace {
 
@@ -26,10 +27,7 @@ constexpr int kBuckets = 8;
 constexpr int kRepetitions = 7;
 
 std::vector<amsp::BucketSpec> model(std::int64_t bucket_params) {
-  std::vector<amsp::BucketSpec> buckets;
-  for (int b = 0; b < kBuckets; ++b)
-    buckets.push_back({"layer" + std::to_string(b), {{"layer" + std::to_string(b) + ".w", {bucket_params}, amsp::dtype::fp32}}});
-  return buckets;
+  return amsp::bench::equal_buckets(kBuckets, bucket_params);
 }
 
 double median(std::vector<double> v) {
