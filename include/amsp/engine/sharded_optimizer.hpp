@@ -304,10 +304,10 @@ public:
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
     wait_all(reductions_);  // the OS-shard gradients are complete
     StepResult result;
-    const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+    const bool need_norm = needs_norm();
     if (need_norm) {
       double sum_sq = 0.0;
-      for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
+      for (const Bucket& b : buckets_) sum_sq += b.os_grad_sum_sq;  // in bucket order, as one pass would
       if (os_comm_) {
         const IssueContext at = issue_context();
         space_.submit([&] {
@@ -478,6 +478,7 @@ private:
     comm::Handle update_done;           // event: the update of the OS shard and the spread to the P store
     bool reduced = false;
     bool accumulated = false;
+    double os_grad_sum_sq = 0.0;        // the norm's part of the OS shard: finish() writes it on the stream, step() reads it after its wait
   };
 
   // A contiguous run of the OS shard: `count` elements at `os_offset` of the OS store that sit at
@@ -501,6 +502,7 @@ private:
   [[nodiscard]] const Bucket& at(int b) const { return const_cast<ShardedOptimizer*>(this)->at(b); }
 
   [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
+  [[nodiscard]] bool needs_norm() const { return options_.max_grad_norm > 0.0f || options_.skip_nonfinite; }
 
   // Sub-communicators are split in a fixed order on every rank; a group of one is never built.
   void split_communicators() {
@@ -755,6 +757,9 @@ private:
     if (os_replica_comm_ && os_elements(b) > 0)
       os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
     if (wide_slot >= 0) work_pool_.release(wide_slot);
+    // The bucket's part of the global norm, here on the stream while the backward goes on rather
+    // than over the whole model inside step(), where nothing overlaps it.
+    if (needs_norm()) b.os_grad_sum_sq = optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
   }
 
   // The fused update of the bucket's OS shard and the spread of the new parameters, one task on
