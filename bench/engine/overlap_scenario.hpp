@@ -15,7 +15,9 @@
 // update and spread of step s overlap the forward of step s + 1), timed between barriers in the
 // steady state: from right after a step() to right after the kSteps-th next one, so the window
 // holds kSteps forwards that each start with the previous step's updates in flight, and none of
-// the run's last drain (synchronize() after the last step, once per training run).
+// the run's last drain (synchronize() after the last step, once per training run). c comes from
+// a first block of comm repetitions; then every repetition times comm, serial and overlap one
+// after the other, so that a change of the machine's load falls on all three alike.
 
 #include <algorithm>
 #include <chrono>
@@ -66,9 +68,9 @@ void add_time(double& into, F&& body) {
 /// running into the next forward (also after the last step: the caller synchronizes), else wait
 /// for everything where it is issued.
 template <class Engine>
-void train_steps(Engine& opt, double per_bucket_compute, bool overlap, CallerTimes& t) {
+void train_steps(Engine& opt, double per_bucket_compute, bool overlap, CallerTimes& t, int steps = kSteps) {
   const int n = opt.bucket_count();
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < steps; ++s) {
     opt.start_micro_batch(true);
     for (int b = 0; b < n; ++b) {
       add_time(t.forward_wait, [&] {
@@ -107,18 +109,16 @@ Engine<Comm, Space> make_engine(Comm& comm, const Mesh& mesh, const Plan& plan) 
   return Engine<Comm, Space>(comm, mesh, plan, optim::AdamW{}, equal_buckets(kBuckets, kBucketParams), options);
 }
 
-/// Median over repetitions of the mean step time (this rank's view, between barriers) of a fresh
-/// engine in Space.
-template <class Space, class Comm>
-double step_seconds(Comm& comm, const Mesh& mesh, const Plan& plan, double per_bucket_compute, bool overlap) {
-  auto opt = make_engine<Comm, Space>(comm, mesh, plan);
+/// The mean step time (this rank's view, between barriers) of kSteps steps in the steady state:
+/// an overlapped run first takes one untimed step, so the timed window starts with that step's
+/// updates in flight, as every later step does; the engine is synchronized afterwards.
+template <class Comm, class Engine>
+double timed_steps(Comm& comm, Engine& opt, double per_bucket_compute, bool overlap) {
   CallerTimes ignored;
-  train_steps(opt, 0.0, overlap, ignored);  // warm-up: first touch of stores and scratch
-  std::vector<double> times;
-  for (int rep = 0; rep < kRepetitions; ++rep)
-    times.push_back(timed(comm, [&] { train_steps(opt, per_bucket_compute, overlap, ignored); }) / kSteps);
+  if (overlap) train_steps(opt, per_bucket_compute, true, ignored, 1);
+  const double seconds = timed(comm, [&] { train_steps(opt, per_bucket_compute, overlap, ignored); }) / kSteps;
   opt.synchronize();
-  return median(times);
+  return seconds;
 }
 
 struct Figures {
@@ -131,13 +131,27 @@ struct Figures {
 /// every rank computes for the time rank 0 measured).
 template <class Comm>
 Figures measure(Comm& comm, const Mesh& mesh, const Plan& plan) {
+  auto serial = make_engine<Comm, HostSerial>(comm, mesh, plan);
+  auto async = make_engine<Comm, HostAsync>(comm, mesh, plan);
+  CallerTimes ignored;
+  train_steps(serial, 0.0, false, ignored, 1);  // warm-up: first touch of stores and scratch
+  train_steps(async, 0.0, true, ignored, 1);
+  async.synchronize();
+  std::vector<double> first;
+  for (int rep = 0; rep < kRepetitions; ++rep) first.push_back(timed_steps(comm, serial, 0.0, false));
   Figures f;
-  f.comm = step_seconds<HostSerial>(comm, mesh, plan, 0.0, false);
-  f.per_bucket = f.comm / (2 * kBuckets);
+  f.per_bucket = median(first) / (2 * kBuckets);
   comm.broadcast(&f.per_bucket, &f.per_bucket, 1, 0);
   f.compute = 2 * kBuckets * f.per_bucket;
-  f.serial = step_seconds<HostSerial>(comm, mesh, plan, f.per_bucket, false);
-  f.overlap = step_seconds<HostAsync>(comm, mesh, plan, f.per_bucket, true);
+  std::vector<double> comm_times, serial_times, overlap_times;
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    comm_times.push_back(timed_steps(comm, serial, 0.0, false));
+    serial_times.push_back(timed_steps(comm, serial, f.per_bucket, false));
+    overlap_times.push_back(timed_steps(comm, async, f.per_bucket, true));
+  }
+  f.comm = median(comm_times);
+  f.serial = median(serial_times);
+  f.overlap = median(overlap_times);
   return f;
 }
 
