@@ -29,6 +29,7 @@
 // Reductions run in fp32 whatever the gradient dtype. A component whose factor is 1 allocates no
 // scratch and issues no collective.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -53,8 +54,7 @@
 #include "amsp/engine/options.hpp"
 #include "amsp/engine/param_groups.hpp"
 #include "amsp/engine/space.hpp"
-#include "amsp/optim/grad_norm.hpp"
-#include "amsp/optim/update_host.hpp"
+#include "amsp/engine/space_memory.hpp"
 #include "amsp/sharding/groups.hpp"
 #include "amsp/sharding/policy.hpp"
 
@@ -82,14 +82,20 @@ public:
   using param_type = ParamT;
   using grad_type = GradT;
   using space_type = Space;
+  /// The memory operations of Space (amsp::HostMemory for the host spaces): where the stores live.
+  using memory_type = typename detail::space_traits<Space>::memory;
+  template <class T>
+  using store = typename memory_type::template buffer<T>;
 
   /// Collective over every rank of `world`, which must fill `mesh`. Validates the plan (its rule
   /// is named in the error) and the buckets, builds the sub-communicators, allocates the stores.
+  /// `space` configures the execution space (amsp::CudaAsync: the user's compute stream).
   ShardedOptimizer(Comm& world, const Mesh& mesh, const Plan& plan, Rule rule, std::vector<BucketSpec> buckets,
-                   EngineOptions options = {})
+                   EngineOptions options = {}, const space_config_t<Space>& space = {})
       : world_(&world), mesh_(checked_mesh(mesh, world)), groups_(mesh, plan), rule_(rule),
         options_(options), rank_(world.rank()),
-        check_collectives_(options.check_collectives || comm::collective_checks_requested()) {
+        check_collectives_(options.check_collectives || comm::collective_checks_requested()),
+        space_(detail::space_traits<Space>::make(space)), mem_(detail::space_traits<Space>::make_memory(space_)) {
     check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
           "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
           to_string(plan.g), " and s_p = ", to_string(plan.p));
@@ -98,13 +104,19 @@ public:
     for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
     assign_param_groups();
     set_rule(rule);
+    if constexpr (requires { mem_.reserve_norm(std::size_t{}); }) {
+      std::size_t largest = 0;  // a device space sizes its norm workspace once, here
+      for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
+      mem_.reserve_norm(largest);
+    }
   }
 
   /// The same, with the plan given as compile-time policy types.
   template <class KP, class KG, class KOS>
   ShardedOptimizer(Comm& world, const Mesh& mesh, ShardPolicy<KP> p, ShardPolicy<KG> g, ShardPolicy<KOS> os,
-                   Rule rule, std::vector<BucketSpec> buckets, EngineOptions options = {})
-      : ShardedOptimizer(world, mesh, plan_of(p, g, os, mesh), rule, std::move(buckets), options) {}
+                   Rule rule, std::vector<BucketSpec> buckets, EngineOptions options = {},
+                   const space_config_t<Space>& space = {})
+      : ShardedOptimizer(world, mesh, plan_of(p, g, os, mesh), rule, std::move(buckets), options, space) {}
 
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
@@ -112,6 +124,7 @@ public:
   ~ShardedOptimizer() {
     // Outstanding work reads and writes our stores: let it finish before the stores go.
     std::vector<comm::Handle> outstanding = std::move(reductions_);
+    for (comm::Handle& h : deferred_) outstanding.push_back(std::move(h));
     for (Bucket& b : buckets_) {
       outstanding.push_back(std::move(b.gather_done));
       outstanding.push_back(std::move(b.update_done));
@@ -148,15 +161,15 @@ public:
   template <tensor_like T>
   void set_tensor(std::string_view name, const T& values) {
     const tensor_view v = view_of(values);
-    check(v.space == memory_kind::host, "engine.memory_space", "tensor '", name, "' is in ",
-          name_of(v.space), " memory; this engine holds host memory");
+    check(v.space == memory_kind::host || v.space == memory_type::kind, "engine.memory_space", "tensor '", name,
+          "' is in ", name_of(v.space), " memory; this engine holds ", name_of(memory_type::kind), " memory");
     for (Bucket& b : buckets_)
       for (const TensorSlot& slot : b.layout.slots())
         if (slot.name == name) {
           check_equal(v.numel, slot.numel, "engine.tensor_size", "element count of tensor '" + slot.name + "'");
           visit_dtype(v.type, [&](auto tag) {
             using E = decltype(tag);
-            set_slot(b, slot, static_cast<const E*>(v.data));
+            set_slot(b, slot, static_cast<const E*>(v.data), v.space);
           });
           return;
         }
@@ -183,6 +196,7 @@ public:
       h.push_back(comm->all_gather_async(send, recv, count));
       return h;
     });
+    bucket.gather_ticket = detail::last_ticket(space_);
   }
 
   /// The full parameters of bucket b in the flat layout layout(b), valid until release(b). With
@@ -193,9 +207,12 @@ public:
     Bucket& bucket = at(b);
     check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered; release it first");
-    if (!p_comm_) wait_spread(bucket);
-    else if (bucket.gather_slot < 0) prefetch(b);
-    bucket.gather_done.wait();
+    if (!p_comm_) {
+      detail::user_after(space_, bucket.update_done, bucket.update_ticket);
+    } else {
+      if (bucket.gather_slot < 0) prefetch(b);
+      detail::user_after(space_, bucket.gather_done, bucket.gather_ticket);
+    }
     bucket.gathered = true;
     return full_params(bucket);
   }
@@ -210,8 +227,7 @@ public:
       const TensorSlot& slot = bucket.layout.slots()[i];
       visit_dtype(tensors[i].type, [&](auto tag) {
         using E = decltype(tag);
-        E* out = static_cast<E*>(tensors[i].data);
-        for (std::size_t k = 0; k < slot.numel; ++k) out[k] = from_float<E>(to_float(full[slot.offset + k]));
+        mem_.convert(lane::user, full.data() + slot.offset, static_cast<E*>(tensors[i].data), slot.numel);
       });
     }
     release(b);
@@ -220,7 +236,9 @@ public:
   /// Gives back the gather scratch of bucket b (a no-op with P replicated).
   void release(int b) {
     Bucket& bucket = at(b);
-    bucket.gather_done.wait();
+    retire(bucket.gather_done);
+    // The next AllGather into this slot (or update of the P store) waits for the user's reads.
+    detail::comm_after_user(space_);
     if (bucket.gather_slot >= 0) gather_pool_.release(bucket.gather_slot);
     bucket.gather_slot = -1;
     bucket.gathered = false;
@@ -250,12 +268,14 @@ public:
       // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
       // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
       if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
-        wait_spread(bucket);  // the last update read its gradients from the G store
+        // the last update read its gradients from the G store
+        detail::user_after(space_, bucket.update_done, bucket.update_ticket);
         bucket.grad_slot = grads_in_g_store;
         clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
         return {bucket.g_store.data(), bucket.geo.n};
       }
       bucket.grad_slot = grad_pool_.acquire(bucket.geo.n);
+      detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
       clear_grad_buffer(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
     }
     return {grad_pool_.data(bucket.grad_slot), bucket.geo.n};
@@ -278,14 +298,14 @@ public:
     require_open(bucket);
     check_tensors(bucket, grads, "gradient");
     const int slot = grad_pool_.acquire(bucket.geo.n);
+    detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
     GradT* full = grad_pool_.data(slot);
     zero_padding(bucket.layout, full, bucket.geo.n);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const TensorSlot& s = bucket.layout.slots()[i];
       visit_dtype(grads[i].type, [&](auto tag) {
         using E = decltype(tag);
-        const E* in = static_cast<const E*>(grads[i].data);
-        for (std::size_t k = 0; k < s.numel; ++k) full[s.offset + k] = from_float<GradT>(to_float(in[k]));
+        mem_.convert(lane::user, static_cast<const E*>(grads[i].data), full + s.offset, s.numel);
       });
     }
     submit_reduction(bucket, slot);
@@ -301,37 +321,27 @@ public:
     check(loss_scale > 0.0f && std::isfinite(loss_scale), "engine.loss_scale", "loss scale ", loss_scale,
           " must be positive and finite");
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
-    wait_all(reductions_);  // the OS-shard gradients are complete
-    StepResult result;
-    const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
-    if (need_norm) {
-      double sum_sq = 0.0;
-      for (Bucket& b : buckets_) sum_sq += optim::sum_of_squares_host(std::span<const float>(os_grads(b), os_elements(b)));
-      if (os_comm_) {
-        const IssueContext at = issue_context();
-        space_.submit([&] {
-          agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
-          os_comm_->all_reduce(&sum_sq, &sum_sq, 1, comm::reduce_op::sum);
-        }).wait();
-      }
-      result.grad_norm = std::sqrt(sum_sq) * average / loss_scale;
-    }
-    const bool nonfinite = need_norm && !std::isfinite(result.grad_norm);
-    if (options_.skip_nonfinite && nonfinite) {
-      result.skipped = true;
-    } else {
-      if (options_.max_grad_norm > 0.0f && result.grad_norm > options_.max_grad_norm)
-        result.clip_coefficient = static_cast<float>(options_.max_grad_norm / (result.grad_norm + 1e-6));
-      const float grad_scale = static_cast<float>(average / loss_scale) * result.clip_coefficient;
-      ++step_;
+    // Host spaces: the reduction chains' errors are thrown here. A device space leaves them to
+    // the stream (the norm task comes after them in its FIFO) and reports errors later.
+    for (comm::Handle& h : reductions_) retire(h);
+    reductions_.clear();
+    // The step's stream work rewrites stores the user's compute may still read (the P store with P
+    // replicated, the G store handed out by grad_buffer).
+    detail::comm_after_user(space_);
+    const StepDecision decision = decide(loss_scale, average);
+    StepResult result = decision.result;
+    if (!(decision.known && decision.result.skipped)) {
+      ++step_;  // a device space counts the steps issued; its device decision counts those applied
       auto group_rules = std::make_shared<std::vector<Rule>>();
       for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
-      for (Bucket& b : buckets_) update_and_spread(b, group_rules, grad_scale);
+      for (Bucket& b : buckets_) update_and_spread(b, group_rules, UpdateArgs{step_, decision.grad_scale});
     }
     result.step = step_;
+    result.pending = !decision.known;
     open_ = last_ = false;
     micro_batches_ = 0;
     for (Bucket& b : buckets_) b.accumulated = b.reduced = false;
+    last_result_ = result;
     return result;
   }
 
@@ -339,7 +349,24 @@ public:
   /// and gradient reduction (reduce_gradients leaves them running to overlap the backward).
   void synchronize() {
     wait_all(reductions_);
-    for (Bucket& b : buckets_) wait_spread(b);
+    wait_all(deferred_);
+    for (Bucket& b : buckets_) {
+      wait_spread(b);
+      b.gather_done.wait();
+    }
+  }
+
+  /// The outcome of the last step(). On a host space it is what step() returned. On a device
+  /// space, where step() decides on the device and returns a result marked `pending`, this waits
+  /// for the step's work (a host synchronisation: call it when the values are needed, e.g. for
+  /// logging every N steps) and reads the decision back.
+  [[nodiscard]] StepResult last_step_result() {
+    if constexpr (requires { mem_.read_decision(); }) {
+      synchronize();
+      return mem_.read_decision();
+    } else {
+      return last_result_;
+    }
   }
 
   // ---- reports -------------------------------------------------------------------------------
@@ -435,10 +462,7 @@ public:
       wait_spread(b);
       check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
             "' is still gathered; release it before refresh_params_from_master()");
-      for (const OsPiece& piece : os_pieces(b))
-        for (std::size_t i = 0; i < piece.count; ++i)
-          b.p_store[piece.bucket_offset - b.geo.p.begin + i] = from_float<ParamT>(b.master[piece.os_offset + i]);
-      spread(b);
+      refresh_and_spread(b);
     }
   }
 
@@ -459,11 +483,11 @@ private:
     BucketSpec spec;
     FlatLayout layout;
     BucketGeometry geo;
-    host_buffer<ParamT> p_store;        // the P shard (the full bucket when P is replicated)
-    host_buffer<GradT> g_store;         // the G shard, accumulated over micro-batches
-    host_buffer<float> master;          // the OS shard: fp32 master weights...
-    std::vector<host_buffer<float>> states;  // ...and the rule's states
-    host_buffer<float> os_grad;         // fp32 OS-shard gradients when they cannot live in the G store
+    store<ParamT> p_store;              // the P shard (the full bucket when P is replicated)
+    store<GradT> g_store;               // the G shard, accumulated over micro-batches
+    store<float> master;                // the OS shard: fp32 master weights...
+    std::vector<store<float>> states;   // ...and the rule's states
+    store<float> os_grad;               // fp32 OS-shard gradients when they cannot live in the G store
     std::vector<OwnedSegment> segments; // whole-tensor layout: this P shard's segments and owners
     std::vector<int> slot_group;        // each tensor's parameter group
     std::vector<detail::GroupRun> update_runs;  // the OS shard cut into runs of one group each
@@ -472,9 +496,11 @@ private:
     // per micro-batch / step; host-side bookkeeping, touched by the caller's thread only
     int gather_slot = -1;
     comm::Handle gather_done;           // event: the AllGather into the gather slot
+    std::uint64_t gather_ticket = 0;    // its position on the space's stream (device spaces)
     bool gathered = false;
     int grad_slot = no_grad_slot;
     comm::Handle update_done;           // event: the update of the OS shard and the spread to the P store
+    std::uint64_t update_ticket = 0;    // its position on the space's stream (device spaces)
     bool reduced = false;
     bool accumulated = false;
   };
@@ -526,8 +552,8 @@ private:
           check(s.name != o.name, "engine.buckets", "tensor name '", s.name, "' appears in two buckets");
     b.spec = std::move(spec);
     b.geo = bucket_geometry(b.layout.buffer_size(dtype_of_v<ParamT>), groups_, rank_);
-    b.p_store = host_buffer<ParamT>(b.geo.p.size());
-    b.g_store = host_buffer<GradT>(b.geo.g.size());
+    b.p_store = store<ParamT>(b.geo.p.size());
+    b.g_store = store<GradT>(b.geo.g.size());
     const int p_index = groups_.shard_index(Component::params, rank_);
     const int os_index = groups_.shard_index(Component::optimizer_states, rank_);
     b.spread_position = os_index - p_index * (plan().os.size() / plan().p.size());
@@ -536,9 +562,9 @@ private:
       b.segments = owned_segments(b.layout, b.geo.p, plan().os.size() / plan().p.size());
       os_count = owned_elements(b.segments, b.spread_position);
     }
-    b.master = host_buffer<float>(os_count);
+    b.master = store<float>(os_count);
     for (int s = 0; s < Rule::state_count; ++s) b.states.emplace_back(os_count);
-    if (whole_tensor() || !std::is_same_v<GradT, float>) b.os_grad = host_buffer<float>(os_count);
+    if (whole_tensor() || !std::is_same_v<GradT, float>) b.os_grad = store<float>(os_count);
     buckets_.push_back(std::move(b));
   }
 
@@ -574,16 +600,19 @@ private:
                                                 : b.os_grad.data();
   }
 
+  // `values` in memory `where` (host, or the engine's own memory kind).
   template <class E>
-  void set_slot(Bucket& b, const TensorSlot& slot, const E* values) {
+  void set_slot(Bucket& b, const TensorSlot& slot, const E* values, memory_kind where) {
     wait_spread(b);
     const ShardRange in_p = slot.range().intersect(b.geo.p);
-    for (std::size_t i = in_p.begin; i < in_p.end; ++i)
-      b.p_store[i - b.geo.p.begin] = from_float<ParamT>(to_float(values[i - slot.offset]));
+    if (in_p.begin < in_p.end)
+      mem_.upload(values + (in_p.begin - slot.offset), where, b.p_store.data() + (in_p.begin - b.geo.p.begin),
+                  in_p.end - in_p.begin);
     for (const OsPiece& piece : os_pieces(b)) {
       const ShardRange run = slot.range().intersect({piece.bucket_offset, piece.bucket_offset + piece.count});
-      for (std::size_t i = run.begin; i < run.end; ++i)
-        b.master[piece.os_offset + (i - piece.bucket_offset)] = to_float(values[i - slot.offset]);
+      if (run.begin < run.end)
+        mem_.upload(values + (run.begin - slot.offset), where,
+                    b.master.data() + piece.os_offset + (run.begin - piece.bucket_offset), run.end - run.begin);
     }
   }
 
@@ -597,19 +626,19 @@ private:
 
   // What grad_buffer(b) hands out: all zeros (EngineOptions::zero_grad_buffers), else only the
   // padding is zeroed and the user overwrites every tensor element.
-  void clear_grad_buffer(const FlatLayout& layout, GradT* full, std::size_t n) const {
-    if (options_.zero_grad_buffers) std::fill(full, full + n, GradT{});
+  // On the user's lane: the buffer is the user's until reduce_gradients(b).
+  void clear_grad_buffer(const FlatLayout& layout, GradT* full, std::size_t n) {
+    if (options_.zero_grad_buffers) mem_.fill_zero(lane::user, full, n);
     else zero_padding(layout, full, n);
   }
 
-  template <class T>
-  static void zero_padding(const FlatLayout& layout, T* full, std::size_t n) {
+  void zero_padding(const FlatLayout& layout, GradT* full, std::size_t n) {
     std::size_t cursor = 0;
     for (const TensorSlot& s : layout.slots()) {
-      std::fill(full + cursor, full + s.offset, T{});
+      if (s.offset > cursor) mem_.fill_zero(lane::user, full + cursor, s.offset - cursor);
       cursor = s.offset + s.numel;
     }
-    std::fill(full + cursor, full + n, T{});
+    if (n > cursor) mem_.fill_zero(lane::user, full + cursor, n - cursor);
   }
 
   void check_tensors(const Bucket& b, std::span<const tensor_view> tensors, const char* what) const {
@@ -619,8 +648,8 @@ private:
       const TensorSlot& s = b.layout.slots()[i];
       check_equal(tensors[i].numel, s.numel, "engine.tensor_size",
                   std::string(what) + " element count of tensor '" + s.name + "'");
-      check(tensors[i].space == memory_kind::host, "engine.memory_space", what, " tensor '", s.name, "' is in ",
-            name_of(tensors[i].space), " memory; this engine holds host memory");
+      check(tensors[i].space == memory_type::kind, "engine.memory_space", what, " tensor '", s.name, "' is in ",
+            name_of(tensors[i].space), " memory; this engine holds ", name_of(memory_type::kind), " memory");
     }
   }
 
@@ -644,6 +673,7 @@ private:
   // G store when slot < 0) to the communication stream: the whole chain runs there in order, and
   // the host keeps only the decisions (first micro-batch? last?) it took now.
   void submit_reduction(Bucket& b, int slot) {
+    detail::comm_after_user(space_);  // the chain reads what the user's compute wrote
     const bool first = !b.accumulated;
     const IssueContext at = issue_context();
     b.accumulated = true;
@@ -670,7 +700,7 @@ private:
     } else {
       x_slot = work_pool_.acquire(geo.n);
       float* wide = work_pool_.data(x_slot);
-      for (std::size_t i = 0; i < geo.n; ++i) wide[i] = to_float(full[i]);
+      mem_.convert(lane::comm, full, wide, geo.n);
       x = wide;
     }
     // Where the last reduction stage writes: straight into the G store when it can.
@@ -707,13 +737,7 @@ private:
   }
 
   void accumulate(Bucket& b, const float* z, bool first) {
-    GradT* g = b.g_store.data();
-    const std::size_t n = b.g_store.size();
-    if (first) {
-      for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(z[i]);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) g[i] = from_float<GradT>(to_float(g[i]) + z[i]);
-    }
+    mem_.accumulate(lane::comm, b.g_store.data(), z, b.g_store.size(), first);
   }
 
   // Last micro-batch: G shard -> OS shard (ReduceScatter, or Reduce to the owner), then the
@@ -727,18 +751,18 @@ private:
     } else {
       wide_slot = work_pool_.acquire(geo.g.size());
       g32 = work_pool_.data(wide_slot);
-      for (std::size_t i = 0; i < geo.g.size(); ++i) g32[i] = to_float(b.g_store[i]);
+      mem_.convert(lane::comm, b.g_store.data(), g32, geo.g.size());
     }
     if (!whole_tensor()) {
       if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name, at);
       if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
-      if (!b.os_grad.empty()) std::memcpy(b.os_grad.data(), g32 + geo.os_in_g, geo.os.size() * sizeof(float));
+      if (!b.os_grad.empty()) mem_.copy(lane::comm, b.os_grad.data(), g32 + geo.os_in_g, geo.os.size());
     } else {
       for (const OwnedSegment& s : b.segments) {
         float* seg = g32 + s.offset_in_p;
         if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, at, s.owner);
         if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
-        if (s.owner == b.spread_position) std::memcpy(b.os_grad.data() + s.offset_in_owner, seg, s.size * sizeof(float));
+        if (s.owner == b.spread_position) mem_.copy(lane::comm, b.os_grad.data() + s.offset_in_owner, seg, s.size);
       }
     }
     if (os_replica_comm_ && os_elements(b) > 0)
@@ -748,41 +772,93 @@ private:
     if (wide_slot >= 0) work_pool_.release(wide_slot);
   }
 
+  // The global norm and the step's decision, one task on the communication stream after every
+  // reduction chain: each rank's sum of squares of its OS shards, the AllReduce over the OS group
+  // (each OS shard counted once; every OS group computes bitwise the same sum, so every rank takes
+  // the same decision), then norm, clip coefficient and overflow skip. A host space waits for it
+  // (the caller learns the decision now); a device space leaves it on the stream, and its updates
+  // read the decision there.
+  StepDecision decide(float loss_scale, double average) {
+    const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+    const IssueContext at = issue_context();
+    auto decision = std::make_shared<StepDecision>();
+    comm::Handle decided = space_.submit([this, need_norm, loss_scale, average, at, decision] {
+      if (need_norm) {
+        mem_.reset_norm();
+        for (Bucket& b : buckets_) mem_.add_sum_of_squares(os_grads(b), os_elements(b));
+        if (os_comm_) {
+          agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
+          os_comm_->all_reduce(mem_.norm_sum(), mem_.norm_sum(), 1, comm::reduce_op::sum);
+        }
+      }
+      *decision = mem_.decide(average, loss_scale, options_, need_norm);
+    });
+    if constexpr (detail::device_space<Space>) {
+      retire(decided);
+      StepDecision on_device;
+      on_device.known = false;
+      return on_device;
+    } else {
+      decided.wait();
+      return *decision;
+    }
+  }
+
+  // Host spaces: the host is done with what the event's work wrote, so wait now (its errors are
+  // thrown here). A device space never waits on the host inside a step: the event's work is
+  // ordered on the stream already, and its errors are thrown by synchronize() or the destructor.
+  void retire(comm::Handle& event) {
+    if constexpr (detail::device_space<Space>) {
+      if (event.pending()) deferred_.push_back(std::move(event));
+      for (std::size_t i = 0; i < deferred_.size();)  // forget the completed ones, throw their errors
+        if (deferred_[i].test()) deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+        else ++i;
+    } else {
+      event.wait();
+    }
+  }
+
   // The fused update of the bucket's OS shard and the spread of the new parameters, one task on
   // the communication stream (HostSerial: run now, the spread left in flight), so that with an
   // asynchronous space step() returns once the norm is known and the update of bucket b overlaps
   // the next forward up to gather(b). update_done is its event.
-  void update_and_spread(Bucket& b, std::shared_ptr<const std::vector<Rule>> group_rules, float grad_scale) {
-    wait_spread(b);
+  void update_and_spread(Bucket& b, std::shared_ptr<const std::vector<Rule>> group_rules, UpdateArgs args) {
+    retire(b.update_done);
     check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
           "' is still gathered; release it before step()");
     Bucket* bucket = &b;
     const IssueContext at = issue_context();
-    b.update_done = space_.launch([this, bucket, group_rules, grad_scale, at] {
-      update(*bucket, *group_rules, grad_scale, at.step);
+    b.update_done = space_.launch([this, bucket, group_rules, args, at] {
+      update(*bucket, *group_rules, args);
       return spread_collectives(*bucket, at);
     });
+    b.update_ticket = detail::last_ticket(space_);
   }
 
-  void update(Bucket& b, const std::vector<Rule>& group_rules, float grad_scale, std::int64_t step) {
+  void update(Bucket& b, const std::vector<Rule>& group_rules, const UpdateArgs& args) {
     const float* grads = os_grads(b);
     for (const detail::GroupRun& run : b.update_runs) {
       optim::ShardState<Rule> shard;
       shard.master = {b.master.data() + run.shard_offset, run.count};
       for (int s = 0; s < Rule::state_count; ++s)
         shard.states[static_cast<std::size_t>(s)] = {b.states[static_cast<std::size_t>(s)].data() + run.shard_offset, run.count};
-      const std::span<ParamT> out{b.p_store.data() + (run.bucket_offset - b.geo.p.begin), run.count};
-      optim::update_host(group_rules[static_cast<std::size_t>(run.group)], shard,
-                         std::span<const float>(grads + run.shard_offset, run.count), out,
-                         optim::StepOptions{step, grad_scale, false});
+      mem_.update(group_rules[static_cast<std::size_t>(run.group)], shard, grads + run.shard_offset,
+                  b.p_store.data() + (run.bucket_offset - b.geo.p.begin), run.count, args);
     }
   }
 
-  // The spread alone (after the P store was rewritten on the host), on the communication stream.
-  void spread(Bucket& b) {
+  // The P store rewritten from the master weights (ParamT rounding, as step() writes it), then
+  // the spread, one task on the communication stream.
+  void refresh_and_spread(Bucket& b) {
     Bucket* bucket = &b;
     const IssueContext at = issue_context();
-    b.update_done = space_.launch([this, bucket, at] { return spread_collectives(*bucket, at); });
+    b.update_done = space_.launch([this, bucket, at] {
+      for (const OsPiece& piece : os_pieces(*bucket))
+        mem_.convert(lane::comm, bucket->master.data() + piece.os_offset,
+                     bucket->p_store.data() + (piece.bucket_offset - bucket->geo.p.begin), piece.count);
+      return spread_collectives(*bucket, at);
+    });
+    b.update_ticket = detail::last_ticket(space_);
   }
 
   // The updated parameters of this rank's OS shard go back to every rank sharing its P shard.
@@ -807,6 +883,7 @@ private:
   template <class T>
   void agree(Comm& on, std::string_view group, comm::op_kind kind, std::size_t count, std::string_view label,
              const IssueContext& at, int root = 0) {
+    detail::before_collective(space_);  // every collective of the schedule is issued right after this
     if (!check_collectives_) return;
     // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
     // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
@@ -827,17 +904,20 @@ private:
   detail::GroupTable groups_table_;
   std::optional<Comm> p_comm_, g_split_comm_, os_split_comm_, spread_comm_, os_replica_comm_, os_comm_;
   std::vector<Bucket> buckets_;
-  detail::BufferPool<ParamT> gather_pool_;
-  detail::BufferPool<GradT> grad_pool_;
-  detail::BufferPool<float> work_pool_;
+  detail::BufferPool<ParamT, memory_type::template buffer> gather_pool_;
+  detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
+  detail::BufferPool<float, memory_type::template buffer> work_pool_;
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
+  std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
+  StepResult last_result_;
   bool open_ = false;
   bool last_ = false;
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
   bool check_collectives_ = false;
   comm::CollectiveChecker checker_;  // used on the space's stream only
-  Space space_;  // last: destroyed first, so its stream finishes before anything it touches goes
+  Space space_;  // destroyed before the stores, so its stream finishes before anything it touches goes
+  memory_type mem_;  // the space's memory operations (a device space: its step control, workspaces)
 };
 
 }  // namespace amsp
