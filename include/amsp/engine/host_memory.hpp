@@ -11,7 +11,7 @@
 // both are "now, on the calling thread"; the lane matters for a device space only.
 
 #include <algorithm>
-#include <cmath>
+#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +21,7 @@
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/memory_space.hpp"
 #include "amsp/engine/options.hpp"
+#include "amsp/engine/step_decision.hpp"
 #include "amsp/optim/grad_norm.hpp"
 #include "amsp/optim/update_host.hpp"
 #include "amsp/optim/update_rule.hpp"
@@ -29,14 +30,6 @@ namespace amsp {
 
 /// Which stream of a space an operation is ordered on.
 enum class lane : std::uint8_t { user, comm };
-
-/// What the host knows of a step's decision when step() returns. A host space decides on the
-/// host (`known`); a device space decides on the device and the host learns it later.
-struct StepDecision {
-  bool known = true;
-  StepResult result;      ///< valid when known (result.step is filled in by the engine)
-  float grad_scale = 1;   ///< what the fused update multiplies every gradient by
-};
 
 /// The per-step arguments of the fused update that a host space passes by value (a device space
 /// reads them from its device-resident step control instead).
@@ -87,16 +80,11 @@ public:
   }
   /// The partial, then (after the engine's AllReduce over the OS group) global sum of squares.
   [[nodiscard]] double* norm_sum() { return &sum_sq_; }
-  /// Norm, clipping coefficient and overflow skip from the global sum of squares (PyTorch's
-  /// clip_grad_norm_: clip = max / (norm + 1e-6) when norm > max).
-  [[nodiscard]] StepDecision decide(double average, float loss_scale, const EngineOptions& options, bool need_norm) {
-    StepDecision d;
-    if (need_norm) d.result.grad_norm = std::sqrt(sum_sq_) * average / loss_scale;
-    d.result.skipped = options.skip_nonfinite && need_norm && !std::isfinite(d.result.grad_norm);
-    if (!d.result.skipped && options.max_grad_norm > 0.0f && d.result.grad_norm > options.max_grad_norm)
-      d.result.clip_coefficient = static_cast<float>(options.max_grad_norm / (d.result.grad_norm + 1e-6));
-    d.grad_scale = static_cast<float>(average / loss_scale) * d.result.clip_coefficient;
-    return d;
+  /// The step's decision from the global sum of squares (amsp/engine/step_decision.hpp), known on
+  /// the host at once; a device space decides on the device and returns nothing.
+  [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
+                                                   std::int64_t steps_so_far) {
+    return decide_step(sum_sq_, average, loss_scale, options.max_grad_norm, options.skip_nonfinite, steps_so_far);
   }
   /// The fused update of one run of an OS shard, writing the parameters in P.
   template <optim::update_rule R, class P>

@@ -82,9 +82,6 @@ struct StepResult {
   double grad_norm = 0.0;       ///< global L2 norm of the averaged, unscaled gradient (if computed)
   float clip_coefficient = 1;   ///< factor the clipping applied (1 when not clipped)
   std::int64_t step = 0;        ///< optimizer steps taken so far (skipped steps do not count)
-  /// A device space decided on the device: skipped, grad_norm and clip_coefficient are not known
-  /// yet and `step` counts the steps issued; ShardedOptimizer::last_step_result() reads them later.
-  bool pending = false;
 };
 
 }  // namespace amsp

@@ -318,8 +318,7 @@ public:
     check(last_, "engine.step_without_gradients",
           "step() needs the gradients of a last micro-batch: call start_micro_batch(true) and hand every bucket");
     require_all_reduced("step");
-    check(loss_scale > 0.0f && std::isfinite(loss_scale), "engine.loss_scale", "loss scale ", loss_scale,
-          " must be positive and finite");
+    check_loss_scale(loss_scale);
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
     // Host spaces: the reduction chains' errors are thrown here. A device space leaves them to
     // the stream (the norm task comes after them in its FIFO) and reports errors later.
@@ -328,16 +327,19 @@ public:
     // The step's stream work rewrites stores the user's compute may still read (the P store with P
     // replicated, the G store handed out by grad_buffer).
     detail::comm_after_user(space_);
-    const StepDecision decision = decide(loss_scale, average);
-    StepResult result = decision.result;
-    if (!(decision.known && decision.result.skipped)) {
-      ++step_;  // a device space counts the steps issued; its device decision counts those applied
+    const std::optional<StepDecision> decision = decide(loss_scale, average);
+    StepResult result;
+    if (decision) result = StepResult{decision->skipped, decision->grad_norm, decision->clip_coefficient, decision->step};
+    if (!decision || !decision->skipped) {
+      // A device space decides on the device: it counts the steps issued here, its device
+      // decision counts those applied (last_step_result()).
+      step_ = decision ? decision->step : step_ + 1;
       auto group_rules = std::make_shared<std::vector<Rule>>();
       for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
-      for (Bucket& b : buckets_) update_and_spread(b, group_rules, UpdateArgs{step_, decision.grad_scale});
+      const float grad_scale = decision ? decision->grad_scale : 1.0f;
+      for (Bucket& b : buckets_) update_and_spread(b, group_rules, UpdateArgs{step_, grad_scale});
     }
     result.step = step_;
-    result.pending = !decision.known;
     open_ = last_ = false;
     micro_batches_ = 0;
     for (Bucket& b : buckets_) b.accumulated = b.reduced = false;
@@ -357,7 +359,7 @@ public:
   }
 
   /// The outcome of the last step(). On a host space it is what step() returned. On a device
-  /// space, where step() decides on the device and returns a result marked `pending`, this waits
+  /// space step() decides on the device and returns only `step` (the steps issued); this waits
   /// for the step's work (a host synchronisation: call it when the values are needed, e.g. for
   /// logging every N steps) and reads the decision back.
   [[nodiscard]] StepResult last_step_result() {
@@ -451,6 +453,10 @@ public:
   /// Sets the optimizer step count (what steps() reports; the next step() applies step + 1).
   void set_steps(std::int64_t steps) {
     check(steps >= 0, "engine.step_count", "step count ", steps, " must be >= 0");
+    if constexpr (requires { mem_.set_steps(steps); }) {  // a device space's count lives on the device
+      synchronize();
+      mem_.set_steps(steps);
+    }
     step_ = steps;
   }
   /// Collective over the world: rewrites every P shard from the fp32 master weights (after they
@@ -778,11 +784,12 @@ private:
   // the same decision), then norm, clip coefficient and overflow skip. A host space waits for it
   // (the caller learns the decision now); a device space leaves it on the stream, and its updates
   // read the decision there.
-  StepDecision decide(float loss_scale, double average) {
-    const bool need_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+  std::optional<StepDecision> decide(float loss_scale, double average) {
+    const bool need_norm = needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite);
     const IssueContext at = issue_context();
-    auto decision = std::make_shared<StepDecision>();
-    comm::Handle decided = space_.submit([this, need_norm, loss_scale, average, at, decision] {
+    const std::int64_t steps_so_far = step_;
+    auto decision = std::make_shared<std::optional<StepDecision>>();
+    comm::Handle decided = space_.submit([this, need_norm, loss_scale, average, at, steps_so_far, decision] {
       if (need_norm) {
         mem_.reset_norm();
         for (Bucket& b : buckets_) mem_.add_sum_of_squares(os_grads(b), os_elements(b));
@@ -791,13 +798,11 @@ private:
           os_comm_->all_reduce(mem_.norm_sum(), mem_.norm_sum(), 1, comm::reduce_op::sum);
         }
       }
-      *decision = mem_.decide(average, loss_scale, options_, need_norm);
+      *decision = mem_.decide(average, loss_scale, options_, steps_so_far);
     });
     if constexpr (detail::device_space<Space>) {
       retire(decided);
-      StepDecision on_device;
-      on_device.known = false;
-      return on_device;
+      return std::nullopt;
     } else {
       decided.wait();
       return *decision;
