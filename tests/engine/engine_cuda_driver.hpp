@@ -1,0 +1,44 @@
+#pragma once
+// Host declarations of the CUDA space's engine tests; engine_cuda_driver.cu (nvcc) defines them,
+// test_engine_cuda.cpp (g++, doctest) calls them: doctest's macros stay out of nvcc.
+
+#include <string>
+
+#include "amsp/engine/options.hpp"
+#include "amsp/sharding/mesh.hpp"
+#include "amsp/sharding/plan.hpp"
+#include "engine_runner.hpp"
+
+namespace amsp::test {
+
+/// A usable CUDA device is present.
+bool cuda_device_present();
+
+/// The parity job (engine_runner.hpp) with amsp::CudaAsync on threads ranks over device memory,
+/// every rank on the current device; the final parameters every rank sees.
+template <class Rule, class ParamT>
+Params run_threads_cuda(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job);
+
+/// Tag of the parity suite's cases on the CUDA space (parity_cases.hpp routes it to the driver).
+struct CudaThreads {};
+
+template <>
+struct ParityRunner<CudaThreads> {
+  template <class Rule, class ParamT>
+  static Params run(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    return run_threads_cuda<Rule, ParamT>(mesh, plan, rule, job);
+  }
+};
+
+/// What the no-host-synchronisation check saw on each rank: a kernel on the user's stream holds
+/// it (spinning on a host-mapped flag, for at most `hold_seconds`) while the rank issues a whole
+/// micro-batch, step() and the next forward's gathers; then the flag is released.
+struct NoHostSyncReport {
+  double slowest_issue_seconds = 0;  ///< the longest any rank took to issue its calls
+  bool user_stream_still_held = true;  ///< on every rank, the hold kernel still ran after the calls
+  std::int64_t applied_steps = 0;      ///< last_step_result().step afterwards (rank 0): 2 expected
+  double hold_seconds = 0;
+};
+NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string& plan, double hold_seconds);
+
+}  // namespace amsp::test
