@@ -68,8 +68,10 @@ struct CudaStreams {
 
 namespace detail {
 
-/// The user's stream waits until the worker has finished the task with `ticket`.
-__global__ void wait_for_ticket_kernel(const volatile unsigned long long* completed, unsigned long long ticket) {
+/// The user's stream waits until the worker has finished the task with `ticket` (a template: a
+/// kernel defined in a header must not be defined once per translation unit).
+template <class Counter>
+__global__ void wait_for_ticket_kernel(const volatile Counter* completed, Counter ticket) {
   while (*completed < ticket) __nanosleep(2000);
 }
 
@@ -160,7 +162,8 @@ public:
 
   void user_after(std::uint64_t ticket) {
     if (ticket == 0 || *completed_ >= ticket) return;  // done already: nothing to wait for
-    detail::wait_for_ticket_kernel<<<1, 1, 0, user_>>>(completed_on_device_, ticket);
+    detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(completed_on_device_,
+                                                                          static_cast<unsigned long long>(ticket));
     detail::cuda_call(cudaGetLastError(), "the launch of the ticket wait on the user's stream");
   }
 

@@ -615,7 +615,7 @@ private:
       mem_.upload(values + (in_p.begin - slot.offset), where, b.p_store.data() + (in_p.begin - b.geo.p.begin),
                   in_p.end - in_p.begin);
     for (const OsPiece& piece : os_pieces(b)) {
-      const ShardRange run = slot.range().intersect({piece.bucket_offset, piece.bucket_offset + piece.count});
+      const ShardRange run = slot.range().intersect(ShardRange{piece.bucket_offset, piece.bucket_offset + piece.count});
       if (run.begin < run.end)
         mem_.upload(values + (run.begin - slot.offset), where,
                     b.master.data() + piece.os_offset + (run.begin - piece.bucket_offset), run.end - run.begin);
