@@ -186,8 +186,12 @@ TEST_CASE("device accumulate: the first micro-batch writes, later ones add, roun
       want32[i] = first ? z[i] : g32[i] + z[i];
       want16[i] = bf16::from_float(first ? z[i] : g16[i].to_float() + z[i]);
     }
-    check_same_bits<float>(amsp_test::accumulate_on_device<float>(g32, z, first), want32, "fp32 G");
-    check_same_bits<bf16>(amsp_test::accumulate_on_device<bf16>(g16, z, first), want16, "bf16 G");
+    // Offset 0: eight at a time from the start; 1: from index 3 (fp32) or 7 (bf16), the head one by one.
+    for (std::size_t offset : {0, 1}) {
+      CAPTURE(offset);
+      check_same_bits<float>(amsp_test::accumulate_on_device<float>(g32, z, first, offset), want32, "fp32 G");
+      check_same_bits<bf16>(amsp_test::accumulate_on_device<bf16>(g16, z, first, offset), want16, "bf16 G");
+    }
   }
 }
 
