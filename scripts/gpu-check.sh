@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 stage=build-gpu-carry
 tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/optim/test_optim_cuda
        tests/comm/test_comm_threads_cuda tests/comm/test_comm_threads_cuda_host)
+tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
 
 build() {
