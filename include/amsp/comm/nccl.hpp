@@ -249,16 +249,18 @@ public:
     const RankGroup& group = groups.groups()[static_cast<std::size_t>(color)];
     const int key = group.position_of(rank_);
     const detail::NcclCall what{"split (ncclCommSplit)"};
-    ncclComm_t sub{};
-    const ncclResult_t result = ncclCommSplit(comm_->get(), color, key, &sub, nullptr);  // inherits the config
-    if (sub == nullptr) {
-      comm_->finish_call(result, what);
-      fail("comm.nccl", "ncclCommSplit returned no communicator for group ", color);
+    // Nonblocking: NCCL writes the new handle when the split completes, which the parent reports.
+    auto sub = std::make_unique<ncclComm_t>(nullptr);
+    try {
+      comm_->finish_call(ncclCommSplit(comm_->get(), color, key, sub.get(), nullptr), what);  // the parent's config
+    } catch (...) {
+      (void)sub.release();  // an aborted split may still write it: leak 8 bytes rather than free them
+      throw;
     }
-    auto core = std::make_shared<detail::NcclComm>(sub, true, comm_->stream_ref(), comm_->world(), comm_->timeout(),
+    check(*sub != nullptr, "comm.nccl", "ncclCommSplit returned no communicator for group ", color);
+    auto core = std::make_shared<detail::NcclComm>(*sub, true, comm_->stream_ref(), comm_->world(), comm_->timeout(),
                                                    key, group.size());
-    core->finish_call(result, what);
-    comm_->wait_ready(what);
+    core->wait_ready(what);
     NcclCommunicator result_comm(std::move(core));
     check(result_comm.rank() == key && result_comm.size() == group.size(), "comm.split_mismatch",
           "ncclCommSplit gave rank ", result_comm.rank(), " of ", result_comm.size(), " for position ", key, " of ",
