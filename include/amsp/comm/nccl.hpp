@@ -250,9 +250,10 @@ public:
     const int key = group.position_of(rank_);
     const detail::NcclCall what{"split (ncclCommSplit)"};
     // Nonblocking: NCCL writes the new handle when the split completes, which the parent reports.
+    const ncclComm_t parent = comm_->get();
     auto sub = std::make_unique<ncclComm_t>(nullptr);
     try {
-      comm_->finish_call(ncclCommSplit(comm_->get(), color, key, sub.get(), nullptr), what);  // the parent's config
+      comm_->finish_call(ncclCommSplit(parent, color, key, sub.get(), nullptr), what);  // the parent's config
     } catch (...) {
       (void)sub.release();  // an aborted split may still write it: leak 8 bytes rather than free them
       throw;
