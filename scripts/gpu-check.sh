@@ -39,6 +39,10 @@ run() {
   local out=${OUT:-gpu-out}
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # libnccl.so.2 (about 210 MiB) is too large to carry: the image's own (a CUDA PyTorch wheel ships it).
+  local nccl_lib
+  nccl_lib=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null) &&
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
   nvidia-smi > "$out/nvidia-smi.txt" 2>&1
   local summary=()
   for t in "${tests[@]}"; do
