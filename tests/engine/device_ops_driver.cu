@@ -98,14 +98,14 @@ std::vector<To> convert_on_device(std::span<const From> in, std::size_t offset) 
 }
 
 template <class G>
-std::vector<G> accumulate_on_device(std::span<const G> g, std::span<const float> z, bool first) {
-  auto d_g = to_device<G>(g, 0);
-  auto d_z = to_device<float>(z, 0);
+std::vector<G> accumulate_on_device(std::span<const G> g, std::span<const float> z, bool first, std::size_t offset) {
+  auto d_g = to_device<G>(g, offset);
+  auto d_z = to_device<float>(z, offset);
   Stream stream;
-  ops::accumulate(d_g.data(), d_z.data(), g.size(), first, stream.s);
+  ops::accumulate(d_g.data() + offset, d_z.data() + offset, g.size(), first, stream.s);
   stream.sync();
   std::vector<G> out(g.size());
-  to_host(d_g, std::span<G>(out), 0);
+  to_host(d_g, std::span<G>(out), offset);
   return out;
 }
 
@@ -177,9 +177,10 @@ AMSP_TEST_CONVERT(amsp::fp16, amsp::bf16)
 AMSP_TEST_CONVERT(double, float)
 AMSP_TEST_CONVERT(double, amsp::bf16)
 
-template std::vector<float> accumulate_on_device<float>(std::span<const float>, std::span<const float>, bool);
+template std::vector<float> accumulate_on_device<float>(std::span<const float>, std::span<const float>, bool,
+                                                        std::size_t);
 template std::vector<amsp::bf16> accumulate_on_device<amsp::bf16>(std::span<const amsp::bf16>, std::span<const float>,
-                                                                  bool);
+                                                                  bool, std::size_t);
 template ControlValues add_sum_of_squares_on_device<float>(const ControlValues&, const std::vector<std::vector<float>>&,
                                                            bool);
 template ControlValues add_sum_of_squares_on_device<amsp::bf16>(const ControlValues&,

@@ -30,9 +30,10 @@ struct ControlValues {
 template <class From, class To>
 std::vector<To> convert_on_device(std::span<const From> in, std::size_t offset);
 
-/// device_ops::accumulate(g, z, first) on device copies; returns the new g.
+/// device_ops::accumulate(g, z, first) on device copies, each `offset` elements into its
+/// allocation; returns the new g.
 template <class G>
-std::vector<G> accumulate_on_device(std::span<const G> g, std::span<const float> z, bool first);
+std::vector<G> accumulate_on_device(std::span<const G> g, std::span<const float> z, bool first, std::size_t offset);
 
 /// A control holding `before`, then device_ops::add_sum_of_squares of each part in turn (one
 /// workspace sized for the largest part, as an engine sizes it); returns the control. With

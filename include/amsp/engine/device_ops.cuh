@@ -68,18 +68,44 @@ namespace detail {
 using optim::detail::cuda_block;
 using optim::detail::grid_for;
 
+using optim::detail::cuda_lanes;
+
+/// Types the kernels move eight at a time with 16-byte loads and stores (load8/store8 widen and
+/// round exactly as to_float/from_float); other dtypes take the one-element path throughout.
+template <class T>
+inline constexpr bool lane_type = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
 template <class From, class To>
-__global__ void __launch_bounds__(cuda_block) convert_kernel(const From* in, To* out, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = from_float<To>(to_float(in[i]));
+__global__ void __launch_bounds__(cuda_block)
+    convert_kernel(const From* in, To* out, std::size_t n, std::size_t head, std::size_t vectors) {
+  optim::detail::walk_lane_groups(
+      n, head, vectors,
+      [&](std::size_t i) {
+        if constexpr (lane_type<From> && lane_type<To>) {
+          float x[cuda_lanes];
+          optim::detail::load8(in + i, x);
+          optim::detail::store8(out + i, x);
+        }
+      },
+      [&](std::size_t i) { out[i] = from_float<To>(to_float(in[i])); });
 }
 
 template <class G>
-__global__ void __launch_bounds__(cuda_block) accumulate_kernel(G* g, const float* z, std::size_t n, bool first) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    g[i] = first ? from_float<G>(z[i]) : from_float<G>(to_float(g[i]) + z[i]);
+__global__ void __launch_bounds__(cuda_block)
+    accumulate_kernel(G* g, const float* z, std::size_t n, bool first, std::size_t head, std::size_t vectors) {
+  optim::detail::walk_lane_groups(
+      n, head, vectors,
+      [&](std::size_t i) {
+        float sum[cuda_lanes];
+        optim::detail::load8(z + i, sum);
+        if (!first) {
+          float old[cuda_lanes];
+          optim::detail::load8(g + i, old);
+          for (int l = 0; l < cuda_lanes; ++l) sum[l] = old[l] + sum[l];
+        }
+        optim::detail::store8(g + i, sum);
+      },
+      [&](std::size_t i) { g[i] = first ? from_float<G>(z[i]) : from_float<G>(to_float(g[i]) + z[i]); });
 }
 
 __global__ void add_partial_kernel(StepControl* control, const double* partial) { control->sum_sq += *partial; }
@@ -132,11 +158,16 @@ void fill_zero(T* data, std::size_t n, cudaStream_t stream) {
 }
 
 /// out[i] = from_float<To>(to_float(in[i])): the host engine's conversion of a gradient handed in
-/// as From into the engine's dtype To (either may be float, double, bf16 or fp16).
+/// as From into the engine's dtype To (either may be float, double, bf16 or fp16; float and bf16
+/// pairs move eight elements per 16-byte access).
 template <element_type From, element_type To>
 void convert(const From* in, To* out, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  detail::convert_kernel<From, To><<<detail::grid_for(n), detail::cuda_block, 0, stream>>>(in, out, n);
+  const std::size_t head = detail::lane_type<From> && detail::lane_type<To> ? optim::detail::vector_head(n, in, out) : n;
+  const std::size_t vectors = optim::detail::lane_groups(n, head);
+  detail::convert_kernel<From, To>
+      <<<detail::grid_for(optim::detail::lane_items(n, vectors)), detail::cuda_block, 0, stream>>>(in, out, n, head,
+                                                                                                   vectors);
   detail::check_launch("device_ops::convert kernel");
 }
 
@@ -145,7 +176,10 @@ void convert(const From* in, To* out, std::size_t n, cudaStream_t stream) {
 template <optim::grad_element G>
 void accumulate(G* g, const float* z, std::size_t n, bool first, cudaStream_t stream) {
   if (n == 0) return;
-  detail::accumulate_kernel<G><<<detail::grid_for(n), detail::cuda_block, 0, stream>>>(g, z, n, first);
+  const std::size_t head = optim::detail::vector_head(n, g, z);
+  const std::size_t vectors = optim::detail::lane_groups(n, head);
+  detail::accumulate_kernel<G><<<detail::grid_for(optim::detail::lane_items(n, vectors)), detail::cuda_block, 0, stream>>>(
+      g, z, n, first, head, vectors);
   detail::check_launch("device_ops::accumulate kernel");
 }
 

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include "amsp/core/cuda_buffer.hpp"
 #include "amsp/core/dtype.hpp"
@@ -103,35 +104,32 @@ __global__ void __launch_bounds__(cuda_block)
   const typename R::Coefficients c = block_coefficients<R>(control);
   const float grad_scale = control.grad_scale();
   constexpr int count = R::state_count;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (std::size_t v = first; v < vectors; v += stride) {
-    const std::size_t i = head + v * cuda_lanes;
-    float p[cuda_lanes], g[cuda_lanes], s[count][cuda_lanes];
-    load8(master + i, p);
-    load8(grads + i, g);
-    for (int k = 0; k < count; ++k) load8(states.p[k] + i, s[k]);
-    for (int l = 0; l < cuda_lanes; ++l) {
-      float lane[count];
-      for (int k = 0; k < count; ++k) lane[k] = s[k][l];
-      R::apply(c, p[l], g[l] * grad_scale, lane);
-      for (int k = 0; k < count; ++k) s[k][l] = lane[k];
-    }
-    store8(master + i, p);
-    for (int k = 0; k < count; ++k) store8(states.p[k] + i, s[k]);
-    if (params != nullptr) store8(params + i, p);
-  }
-  const std::size_t body_end = head + vectors * cuda_lanes;
-  for (std::size_t j = first; j < head + (n - body_end); j += stride) {
-    const std::size_t i = j < head ? j : body_end + (j - head);
-    float p = master[i];
-    float lane[count];
-    for (int k = 0; k < count; ++k) lane[k] = states.p[k][i];
-    R::apply(c, p, to_float(grads[i]) * grad_scale, lane);
-    master[i] = p;
-    for (int k = 0; k < count; ++k) states.p[k][i] = lane[k];
-    if (params != nullptr) params[i] = from_float<P>(p);
-  }
+  walk_lane_groups(
+      n, head, vectors,
+      [&](std::size_t i) {
+        float p[cuda_lanes], g[cuda_lanes], s[count][cuda_lanes];
+        load8(master + i, p);
+        load8(grads + i, g);
+        for (int k = 0; k < count; ++k) load8(states.p[k] + i, s[k]);
+        for (int l = 0; l < cuda_lanes; ++l) {
+          float lane[count];
+          for (int k = 0; k < count; ++k) lane[k] = s[k][l];
+          R::apply(c, p[l], g[l] * grad_scale, lane);
+          for (int k = 0; k < count; ++k) s[k][l] = lane[k];
+        }
+        store8(master + i, p);
+        for (int k = 0; k < count; ++k) store8(states.p[k] + i, s[k]);
+        if (params != nullptr) store8(params + i, p);
+      },
+      [&](std::size_t i) {
+        float p = master[i];
+        float lane[count];
+        for (int k = 0; k < count; ++k) lane[k] = states.p[k][i];
+        R::apply(c, p, to_float(grads[i]) * grad_scale, lane);
+        master[i] = p;
+        for (int k = 0; k < count; ++k) states.p[k][i] = lane[k];
+        if (params != nullptr) params[i] = from_float<P>(p);
+      });
 }
 
 /// Enqueues update_kernel over the shard (sizes already checked; params may be null): the
@@ -143,16 +141,12 @@ void launch_update(const Control& control, const ShardState<R>& shard, const G* 
   if (n == 0) return;
   StatePointers<R::state_count> states{};
   for (int k = 0; k < R::state_count; ++k) states.p[k] = shard.states[static_cast<std::size_t>(k)].data();
-  std::size_t head = n;
-  for (std::size_t h = 0; h < cuda_lanes && h <= n && head == n; ++h) {
-    bool aligned = vector_aligned(shard.master.data(), h) && vector_aligned(grads, h) && vector_aligned(params, h);
-    for (int k = 0; k < R::state_count; ++k) aligned = aligned && vector_aligned(states.p[k], h);
-    if (aligned) head = h;
-  }
-  const std::size_t vectors = (n - head) / cuda_lanes;
-  const std::size_t items = vectors > 0 ? vectors : n;
-  update_kernel<R, G, P, Control><<<grid_for(items), cuda_block, 0, stream>>>(control, shard.master.data(), states,
-                                                                              grads, params, n, head, vectors);
+  const std::size_t head = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return vector_head(n, shard.master.data(), grads, params, static_cast<const float*>(states.p[K])...);
+  }(std::make_index_sequence<R::state_count>{});
+  const std::size_t vectors = lane_groups(n, head);
+  update_kernel<R, G, P, Control><<<grid_for(lane_items(n, vectors)), cuda_block, 0, stream>>>(
+      control, shard.master.data(), states, grads, params, n, head, vectors);
   amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", "optimizer update kernel");
 }
 
