@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "amsp/comm/threads.hpp"
+#if defined(AMSP_HAS_NCCL)
+#include "amsp/comm/nccl.hpp"
+#endif
 #include "amsp/comm/threads_cuda.cuh"
 #include "amsp/engine/cuda_space.cuh"
 #include "amsp/optim/adam.hpp"
@@ -60,6 +63,60 @@ template Params run_threads_cuda<optim::AdamW, float>(const Mesh&, const Plan&, 
 template Params run_threads_cuda<optim::AdamW, bf16>(const Mesh&, const Plan&, const optim::AdamW&, const JobConfig&);
 template Params run_threads_cuda<optim::SgdMomentum, float>(const Mesh&, const Plan&, const optim::SgdMomentum&,
                                                             const JobConfig&);
+
+#if defined(AMSP_HAS_NCCL)
+Params run_nccl_one_rank_cuda(const JobConfig& job) {
+  comm::NcclCommunicator nccl = comm::NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
+  const Mesh mesh(1, 1);
+  return run_job<comm::NcclCommunicator, optim::AdamW, float, CudaAsync>(nccl, mesh, parse_plan("ddp", mesh),
+                                                                       optim::AdamW{.lr = 1e-2f}, job);
+}
+#endif
+
+MemorySpaceReport cuda_engine_memory_spaces() {
+  MemorySpaceReport report;
+  comm::run_on_threads(1, [&](comm::ThreadsCommunicator& comm) {
+    const Mesh mesh(1, 1);
+    ShardedOptimizer<comm::ThreadsCommunicator, optim::AdamW, float, float, CudaAsync> opt(
+        comm, mesh, parse_plan("ddp", mesh), optim::AdamW{}, odd_model());
+    const std::vector<TensorSlot>& slots = opt.layout(0).slots();
+    std::vector<std::vector<float>> host_values;
+    std::vector<cuda_buffer<float>> device_in, device_out;
+    std::vector<tensor_view> host_views, device_views;
+    for (const TensorSlot& slot : slots) {
+      std::vector<float> values(slot.numel);
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i) - 3.0f;
+      device_in.emplace_back(slot.numel);
+      device_in.back().copy_from_host(values.data(), values.size());
+      device_out.emplace_back(slot.numel);
+      opt.set_tensor(slot.name, RawTensor<float, CudaSpace>{device_in.back().data(), slot.numel});
+      host_views.push_back(view_of(std::span<float>(values)));
+      device_views.push_back(view_of(RawTensor<float, CudaSpace>{device_out.back().data(), slot.numel}));
+      host_values.push_back(std::move(values));
+    }
+    const auto rule_of = [](auto&& call) -> std::string {
+      try {
+        call();
+      } catch (const amsp::error& e) {
+        return e.rule();
+      }
+      return "(no error)";
+    };
+    opt.start_micro_batch(true);
+    report.reduce_host_rule = rule_of([&] { opt.reduce_gradients(0, host_views); });
+    report.gather_into_host_rule = rule_of([&] { opt.gather_into(0, host_views); });
+    opt.gather_into(0, device_views);
+    cuda_ok(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+    bool same = true;
+    for (std::size_t t = 0; t < slots.size(); ++t) {
+      std::vector<float> back(slots[t].numel);
+      device_out[t].copy_to_host(back.data(), back.size());
+      same = same && back == host_values[t];
+    }
+    report.device_tensors_round_trip = same;
+  });
+  return report;
+}
 
 namespace {
 

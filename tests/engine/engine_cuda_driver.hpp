@@ -30,6 +30,20 @@ struct ParityRunner<CudaThreads> {
   }
 };
 
+/// The parity job on one rank with the NCCL communicator (bootstrapped from a unique id, no MPI)
+/// and amsp::CudaAsync; built where NCCL is (AMSP_HAS_NCCL).
+Params run_nccl_one_rank_cuda(const JobConfig& job);
+
+/// Memory spaces on a one-rank CudaAsync engine: the rules of the errors for host tensors handed
+/// to reduce_gradients(b, tensors) and gather_into(b, tensors), and whether device values set by
+/// set_tensor come back bit for bit through gather_into into device tensors.
+struct MemorySpaceReport {
+  std::string reduce_host_rule;
+  std::string gather_into_host_rule;
+  bool device_tensors_round_trip = false;
+};
+MemorySpaceReport cuda_engine_memory_spaces();
+
 /// What the no-host-synchronisation check saw on each rank: a kernel on the user's stream holds
 /// it (spinning on a host-mapped flag, for at most `hold_seconds`) while the rank issues a whole
 /// micro-batch, step() and the next forward's gathers; then the flag is released.

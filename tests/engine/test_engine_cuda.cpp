@@ -53,6 +53,25 @@ TEST_CASE("the CUDA space gives the host engine's results on every plan of 2x2 a
       }
 }
 
+#if defined(AMSP_HAS_NCCL)
+TEST_CASE("the NCCL communicator with one rank gives the host engine's bits") {
+  require_gpu();
+  JobConfig job;
+  job.micro_batches = 3;
+  CHECK(bitwise_equal(amsp::test::run_nccl_one_rank_cuda(job),
+                      run_in<amsp::HostSerial>(amsp::Mesh(1, 1), amsp::parse_plan("ddp", amsp::Mesh(1, 1)),
+                                               amsp::optim::AdamW{.lr = 1e-2f}, job)));
+}
+#endif
+
+TEST_CASE("a CUDA engine takes device tensors and rejects host tensors where it reads them on the device") {
+  require_gpu();
+  const amsp::test::MemorySpaceReport r = amsp::test::cuda_engine_memory_spaces();
+  CHECK(r.reduce_host_rule == "engine.memory_space");
+  CHECK(r.gather_into_host_rule == "engine.memory_space");
+  CHECK(r.device_tensors_round_trip);
+}
+
 TEST_CASE("a step never waits for the user's stream") {
   require_gpu();
   for (const char* plan : {"ddp", "zero3", "amsp-13b"}) {

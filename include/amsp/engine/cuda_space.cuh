@@ -118,6 +118,7 @@ class CudaMemory;
 class CudaAsync {
 public:
   static constexpr bool asynchronous = true;
+  static constexpr bool concurrent_streams = false;  // one FIFO issues every collective
   using config = CudaStreams;
   using memory_type = CudaMemory;
 
@@ -154,6 +155,11 @@ public:
       std::vector<comm::Handle> handles = c();
       wait_all(handles);
     });
+  }
+  /// A prefetch AllGather after `event`: on the one FIFO, which already runs it after the event.
+  template <class F>
+  comm::Handle launch_after(comm::Handle& /*event: earlier in the FIFO*/, F&& collectives) {
+    return launch(std::forward<F>(collectives));
   }
   void order_after(comm::Handle&) {}  // one FIFO and one stream: every event is already in order
 
