@@ -2,6 +2,8 @@
 // Host declarations of the CUDA space's engine tests; engine_cuda_driver.cu (nvcc) defines them,
 // test_engine_cuda.cpp (g++, doctest) calls them: doctest's macros stay out of nvcc.
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "amsp/engine/options.hpp"
@@ -13,6 +15,15 @@ namespace amsp::test {
 
 /// A usable CUDA device is present.
 bool cuda_device_present();
+
+/// Ends the program with 77 (ctest: skipped) where no device is present; every device test case
+/// calls it first, whatever order doctest runs them in.
+inline void require_gpu() {
+  if (!cuda_device_present()) {
+    std::puts("no CUDA device: skipped");
+    std::exit(77);
+  }
+}
 
 /// The parity job (engine_runner.hpp) with amsp::CudaAsync on threads ranks over device memory,
 /// every rank on the current device; the final parameters every rank sees.
@@ -26,6 +37,7 @@ template <>
 struct ParityRunner<CudaThreads> {
   template <class Rule, class ParamT>
   static Params run(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    require_gpu();
     return run_threads_cuda<Rule, ParamT>(mesh, plan, rule, job);
   }
 };

@@ -5,19 +5,9 @@
 #include "engine_cuda_driver.hpp"
 #include "parity_cases.hpp"
 
-#include <cstdio>
-#include <cstdlib>
-
 TYPE_TO_STRING(amsp::test::CudaThreads);
 
-namespace {
-void require_gpu() {
-  if (!amsp::test::cuda_device_present()) {
-    std::puts("no CUDA device: skipped");
-    std::exit(77);
-  }
-}
-}  // namespace
+using amsp::test::require_gpu;
 
 TEST_CASE("a CUDA device is present (else the whole program is skipped)") { require_gpu(); }
 
