@@ -22,6 +22,7 @@ tests+=(tests/engine/test_engine_device_ops)
 tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
 tests+=(tests/engine/test_engine_cuda)  # the engine in the CUDA space: parity, host comparison, no host sync
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
+benches+=(bench/engine/bench_engine_cuda)  # the engine in the CUDA space, phase by phase
 
 build() {
   cmake --preset gpu -DAMSP_WITH_MPI=OFF -DAMSP_BUILD_EXAMPLES=OFF >/dev/null || return 1
@@ -66,6 +67,8 @@ run() {
     --benchmark_out="$out/bench_comm_threads_cuda.json" --benchmark_out_format=json \
     > "$out/bench_comm_threads_cuda.txt" 2>&1
   summary+=("$(printf '%-34s rc=%s' bench_comm_threads_cuda $?)")
+  timeout 120 "$stage/bin/bench_engine_cuda" --benchmark_counters_tabular=true > "$out/bench_engine_cuda.txt" 2>&1
+  summary+=("$(printf '%-34s rc=%s' bench_engine_cuda $?)")
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     timeout 120 python3 bench/optim/torch_fused_adamw.py > "$out/torch_fused_adamw.txt" 2>&1
     summary+=("$(printf '%-34s rc=%s' torch_fused_adamw $?)")
@@ -78,6 +81,7 @@ run() {
   [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json" "${torch_args[@]}"
   [ -s "$out/torch_fused_adamw.txt" ] && tail -n 5 "$out/torch_fused_adamw.txt"
   grep -hE "_median" "$out/bench_comm_threads_cuda.txt" 2>/dev/null | head -n 12
+  grep -hE "BM_EngineCuda" "$out/bench_engine_cuda.txt" 2>/dev/null
 }
 
 case ${1:-} in
