@@ -152,7 +152,8 @@ public:
       if (buckets_[i].spec.name == name) return static_cast<int>(i);
     fail("engine.unknown_bucket", "no bucket named '", name, "'");
   }
-  /// Optimizer steps taken (skipped overflow steps do not count).
+  /// Optimizer steps taken (skipped overflow steps do not count). A device space decides on the
+  /// device: there it counts the steps issued, and last_step_result().step those applied.
   [[nodiscard]] std::int64_t steps() const { return step_; }
 
   // ---- parameters ----------------------------------------------------------------------------
@@ -322,8 +323,7 @@ public:
     const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
     // Host spaces: the reduction chains' errors are thrown here. A device space leaves them to
     // the stream (the norm task comes after them in its FIFO) and reports errors later.
-    for (comm::Handle& h : reductions_) retire(h);
-    reductions_.clear();
+    retire_all(reductions_);
     // The step's stream work rewrites stores the user's compute may still read (the P store with P
     // replicated, the G store handed out by grad_buffer).
     detail::comm_after_user(space_);
@@ -820,6 +820,17 @@ private:
         else ++i;
     } else {
       event.wait();
+    }
+  }
+
+  // retire() for several events; a host space waits every one and throws the first error only
+  // once all have completed (none of their buffers is in use any more).
+  void retire_all(std::vector<comm::Handle>& events) {
+    if constexpr (detail::device_space<Space>) {
+      for (comm::Handle& h : events) retire(h);
+      events.clear();
+    } else {
+      wait_all(events);
     }
   }
 
