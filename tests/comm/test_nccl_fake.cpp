@@ -27,20 +27,11 @@ namespace {
 using namespace amsp;
 using comm::NcclCommunicator;
 using std::chrono::milliseconds;
+using test::message_thrown;
 using test::rule_thrown;
 namespace fake = test::fake;
 
 GroupSet one_rank_group() { return factor_groups(Mesh(1, 1), Factor{1, 1}); }
-
-template <class F>
-std::string message_thrown(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 float buffer[16];
 }  // namespace
