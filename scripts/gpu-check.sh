@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 stage=build-gpu-carry
 tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/optim/test_optim_cuda
        tests/comm/test_comm_threads_cuda tests/comm/test_comm_threads_cuda_host)
+tests+=(tests/engine/test_engine_device_ops)
 tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
 
@@ -70,7 +71,10 @@ run() {
   fi
   echo "== amsp GPU checks"
   printf '%s\n' "${summary[@]}"
-  [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json"
+  # The fused update against its same-bytes stream kernel and, when torch ran, torch._fused_adamw_.
+  local torch_args=()
+  [ -s "$out/torch_fused_adamw.txt" ] && torch_args=(--torch "$out/torch_fused_adamw.txt")
+  [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json" "${torch_args[@]}"
   [ -s "$out/torch_fused_adamw.txt" ] && tail -n 5 "$out/torch_fused_adamw.txt"
   grep -hE "_median" "$out/bench_comm_threads_cuda.txt" 2>/dev/null | head -n 12
 }

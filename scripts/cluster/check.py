@@ -48,7 +48,8 @@ def train(a, mesh, plan, steps, extra, launcher, batch=None):
     final JSON record). The first step warms up; the last one runs the final validation."""
     cmd = launcher + [a.train, "--mesh", mesh, "--plan", plan, "--steps", str(steps), "--eval-every", "0",
                       "--eval-windows", "4", "--sample-bytes", "0",
-                      "--global-batch", str(batch or a.global_batch)] + a.model_args + extra
+                      "--global-batch", str(batch or a.global_batch), "--mpi-check-calls", a.mpi_check_calls] + \
+        a.model_args + extra
     out = sh(cmd, 900)
     records = [{"step": int(m.group(1)), "step_ms": float(m.group(3)), "compute_ms": float(m.group(4)),
                 "comm_ms": float(m.group(5))} for m in STEP_LINE.finditer(out)]
@@ -75,7 +76,7 @@ def profile(a, mesh, plans, path):
     ranks, nodes = map(int, mesh.split("x"))
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
         "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", a.profile_sizes,
-        "--max-iterations", str(a.profile_iterations), "--out", path], 1800)
+        "--max-iterations", str(a.profile_iterations), "--mpi-check-calls", a.mpi_check_calls, "--out", path], 1800)
     # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
     # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
     # most nodes (on an oversubscribed CPU, mostly scheduling delay).
@@ -264,8 +265,12 @@ def main():
     ap.add_argument("--rates", default="1gbit,200mbit")
     ap.add_argument("--plans", default="", help="';'-separated plans (default: the issue's nine per mesh)")
     ap.add_argument("--modes", default="overlap,serial", help="overlap, serial or both")
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=4, help="steps of the first repeat (+2 per repeat)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10, help="steps of the first repeat (+2 per repeat)")
+    ap.add_argument("--mpi-check-calls", choices=["on", "off"], default="off",
+                    help="amsp-train's and amsp-profile's MPI argument check: a small MPI_Allreduce before every "
+                         "collective, which on this oversubscribed CPU made steps 20-50 %% slower (measured "
+                         "side by side); off, as a timing run would be")
     ap.add_argument("--global-batch", type=int, default=32)
     ap.add_argument("--model", default="--context 64 --width 64 --heads 4 --layers 2",
                     help="amsp-train's model options (also given to the planner)")
