@@ -192,6 +192,23 @@ TEST_CASE("fake nccl watchdog: a peer that never joins is comm.timeout at creati
         }) == "comm.timeout_range");
 }
 
+TEST_CASE("fake nccl: every call runs on the communicator's device and the caller's device is restored") {
+  fake::reset();
+  fake::control().comm_device = 1;
+  fake::control().current_device = 1;  // the rank's thread selected device 1 before creating it
+  NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
+  fake::control().current_device = 0;  // another thread (an engine's worker) with device 0 current
+  nccl.all_reduce(buffer, buffer, 4);
+  comm::Handle h = nccl.reduce_scatter_async(buffer, buffer, 4);
+  h.wait();
+  nccl.barrier();
+  NcclCommunicator sub = nccl.split(one_rank_group());
+  sub.broadcast(buffer, buffer, 4, 0);
+  CHECK(fake::control().enqueues == 4);
+  CHECK(fake::control().calls_on_wrong_device == 0);
+  CHECK(fake::control().current_device == 0);
+}
+
 TEST_CASE("fake nccl: a direct error return is comm.nccl and leaves the communicator usable") {
   fake::reset();
   NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
