@@ -234,6 +234,26 @@ TEST_CASE("fake nccl: a communicator destroyed while an exception unwinds is abo
   CHECK(fake::control().finalizes == 0);
 }
 
+TEST_CASE("fake nccl: a pending handle destroyed while an exception unwinds aborts the world; a completed one not") {
+  fake::reset();
+  NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 2);
+  try {
+    comm::Handle done = nccl.all_reduce_async(buffer, buffer, 4);  // completes at once
+    throw std::runtime_error("the caller's own error");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(nccl.aborted());
+  fake::control().event_polls_until_done = -1;
+  try {
+    comm::Handle pending = nccl.all_gather_async(buffer, buffer, 4);
+    throw std::runtime_error("the caller's own error");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(nccl.aborted());
+  CHECK(fake::control().aborts == 1);
+  CHECK(message_thrown([&] { nccl.barrier(); }).find("all_gather (count 4) was still pending") != std::string::npos);
+}
+
 TEST_CASE("fake nccl: world() over a threads communicator hands every rank rank 0's unique id") {
   fake::reset();
   comm::run_on_threads(3, [](comm::ThreadsCommunicator& host) {

@@ -86,6 +86,14 @@ public:
   }
   bool test() override { return comm_->test_event(event_.get(), call_); }
   void wait() override { comm_->wait_event(event_.get(), call_); }
+  /// Destroyed pending while an exception unwinds: its buffers are about to be freed, and freeing
+  /// device memory waits for the device, which waits for peers that may never come. Abort the
+  /// world, so that the kernels stop (as the threads backend does).
+  void abandon() noexcept override {
+    if (comm_->aborted() || cudaEventQuery(event_.get()) != cudaErrorNotReady) return;
+    comm_->abort_world(amsp::detail::concat(describe(call_),
+                                            " was still pending when its handle was destroyed by an exception"));
+  }
 
 private:
   std::shared_ptr<NcclComm> comm_;

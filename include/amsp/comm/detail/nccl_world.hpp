@@ -193,6 +193,9 @@ public:
   void wait_event(cudaEvent_t event, const NcclCall& call) {
     watch(call, [event](ncclResult_t) { return event_done(event); });
   }
+  /// Aborts every communicator of the world (later calls throw comm.aborted with `reason`).
+  void abort_world(const std::string& reason) noexcept { world_->abort_all(reason); }
+
   /// One poll of the asynchronous errors and of `event`; no timeout.
   [[nodiscard]] bool test_event(cudaEvent_t event, const NcclCall& call) {
     if (const ncclResult_t state = async_state(); state != ncclSuccess && state != ncclInProgress)
