@@ -12,9 +12,13 @@
 #include <doctest/doctest.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "amsp/comm/nccl.hpp"
@@ -265,5 +269,25 @@ TEST_CASE("fake nccl: world() over a threads communicator hands every rank rank 
   REQUIRE(fake::control().comms.size() == 3);
   const unsigned char* first = fake::control().comms.front()->id;
   CHECK((first[0] != 0 && first[100] == 42));  // a fake id, not zeros
+  for (const auto& c : fake::control().comms) CHECK(std::memcmp(c->id, first, NCCL_UNIQUE_ID_BYTES) == 0);
+}
+
+TEST_CASE("fake nccl: the documented file bootstrap (rank 0 writes the id, every rank reads it) gives one world") {
+  fake::reset();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("amsp_fake_nccl_" + std::to_string(::getpid()) + ".id")).string();
+  std::filesystem::remove(path);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 3; ++rank)
+    ranks.emplace_back([rank, &path] {
+      if (rank == 2) comm::write_unique_id_file(path, comm::new_unique_id());  // the writer need not be first
+      const ncclUniqueId id = comm::read_unique_id_file(path, milliseconds(30000));
+      NcclCommunicator nccl = NcclCommunicator::from_unique_id(id, rank, 3);
+    });
+  for (std::thread& t : ranks) t.join();
+  std::filesystem::remove(path);
+  REQUIRE(fake::control().comms.size() == 3);
+  const unsigned char* first = fake::control().comms.front()->id;
+  CHECK(first[100] == 42);
   for (const auto& c : fake::control().comms) CHECK(std::memcmp(c->id, first, NCCL_UNIQUE_ID_BYTES) == 0);
 }
