@@ -45,11 +45,16 @@ ControlValues control_values(const amsp::cuda_buffer<ops::StepControl>& buf) {
   return {c.sum_sq, c.grad_norm, c.clip_coefficient, c.grad_scale, c.skipped, c.step};
 }
 
-/// A non-default stream: the operations must be ordered by the stream they are given, not by
-/// the legacy default stream's implicit synchronisation.
+/// A non-blocking stream: the operations must be ordered by the stream they are given, not by
+/// the legacy default stream's implicit synchronisation. Created after the inputs are on the
+/// device: the constructor waits for the setup copies and memsets (legacy stream, which a
+/// non-blocking stream is not ordered after; a pageable cudaMemcpy may return before its DMA ends).
 struct Stream {
   cudaStream_t s{};
-  Stream() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  Stream() {
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
   ~Stream() { (void)cudaStreamDestroy(s); }
   void sync() const { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); }
 };
