@@ -17,7 +17,7 @@
 // The per-step sequence a CUDA space enqueues on one stream:
 //   reset_sum_of_squares(control)                    sum_sq = 0
 //   add_sum_of_squares(grads of bucket b, control)   for each bucket's OS-shard gradients
-//   (AllReduce of control->sum_sq over the OS group: the engine's collective)
+//   (AllReduce of sum_sq_word(control) over the OS group: the engine's collective)
 //   decide_step(control, ...)                        norm, clip, grad_scale, skipped, step
 //   update(rule of the run, ..., control)            for each run of each bucket; nothing if skipped
 // and the host reads a StepControl (cudaMemcpyAsync + an event) only when it wants the StepResult.
@@ -192,12 +192,18 @@ template <optim::grad_element G = float>
   return detail::partial_bytes + optim::sum_of_squares_cuda_workspace<G>(n);
 }
 
+/// The device address of control->sum_sq: the buffer of the engine's AllReduce over the OS group
+/// between the last add_sum_of_squares and decide_step (one double, sum).
+[[nodiscard]] inline double* sum_sq_word(StepControl* control) {
+  detail::check_control(control, "sum_sq_word");
+  return detail::field<double>(control, offsetof(StepControl, sum_sq));
+}
+
 /// Sets control->sum_sq to 0 (before the first add_sum_of_squares of a step).
 inline void reset_sum_of_squares(StepControl* control, cudaStream_t stream) {
   detail::check_control(control, "reset_sum_of_squares");
-  amsp::detail::check_cuda(cudaMemsetAsync(detail::field<double>(control, offsetof(StepControl, sum_sq)), 0,
-                                           sizeof(double), stream),
-                           "cuda.runtime", "cudaMemsetAsync of StepControl::sum_sq");
+  amsp::detail::check_cuda(cudaMemsetAsync(sum_sq_word(control), 0, sizeof(double), stream), "cuda.runtime",
+                           "cudaMemsetAsync of StepControl::sum_sq");
 }
 
 /// Adds the sum of squares of n device gradients (squared and summed in double by CUB, the same
