@@ -142,6 +142,20 @@ ControlValues decide_on_device(const ControlValues& before, double average, floa
   return control_values(control);
 }
 
+ControlValues set_step_and_sum_on_device(const ControlValues& before, std::int64_t steps, double sum_sq) {
+  auto control = control_on_device(before);
+  Stream stream;
+  ops::set_step(control.data(), steps, stream.s);
+  check(cudaMemcpyAsync(ops::sum_sq_word(control.data()), &sum_sq, sizeof sum_sq, cudaMemcpyHostToDevice, stream.s),
+        "cudaMemcpyAsync");
+  stream.sync();
+  return control_values(control);
+}
+
+amsp::StepResult step_result_of(const ControlValues& v) {
+  return ops::step_result(ops::StepControl{v.sum_sq, v.grad_norm, v.clip_coefficient, v.grad_scale, v.skipped, v.step});
+}
+
 template <class R, class P>
 void update_on_device(const R& rule, const amsp::optim::ShardState<R>& shard, std::span<const float> grads,
                       std::span<P> params, const ControlValues& control, std::size_t offset) {

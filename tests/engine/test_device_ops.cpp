@@ -14,10 +14,12 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "amsp/core/dtype.hpp"
+#include "amsp/core/error.hpp"
 #include "amsp/engine/step_decision.hpp"
 #include "amsp/optim.hpp"
 #include "device_ops_driver.hpp"
@@ -267,6 +269,36 @@ TEST_CASE("device step decision: the host's decide_step, bit for bit, over rando
     CHECK(bits_of(d.grad_scale) == bits_of(h.grad_scale));
     CHECK(d.step == h.step);
   }
+}
+
+TEST_CASE("device step counter, sum word and the StepResult of a control") {
+  require_gpu();
+  ControlValues before;
+  before.sum_sq = 3.0;
+  before.grad_scale = 0.75f;
+  before.step = 11;
+  const ControlValues after = amsp_test::set_step_and_sum_on_device(before, 42, 2.5);
+  CHECK(after.step == 42);
+  CHECK(after.sum_sq == 2.5);
+  CHECK(after.grad_scale == 0.75f);  // nothing else touched
+  std::string rule;
+  try {
+    amsp_test::set_step_and_sum_on_device(before, -1, 0.0);
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+  }
+  CHECK(rule == "engine.step_count");
+
+  ControlValues skipped;
+  skipped.grad_norm = 7.5;
+  skipped.clip_coefficient = 0.25f;
+  skipped.skipped = 1;
+  skipped.step = 3;
+  const amsp::StepResult r = amsp_test::step_result_of(skipped);
+  CHECK(r.skipped);
+  CHECK(r.grad_norm == 7.5);
+  CHECK(r.clip_coefficient == 0.25f);
+  CHECK(r.step == 3);
 }
 
 TEST_CASE("device update with its control in device memory: update_host's bits") {
