@@ -68,7 +68,10 @@ struct DeviceShard {
   amsp::cuda_buffer<P> params;
   amsp::optim::ShardState<R> view;
   DeviceShard(const amsp::optim::ShardState<R>& shard, std::span<const float> g, std::span<const P> p, std::size_t off)
-      : n(shard.master.size()), offset(off), master(to_device<float>(shard.master, off)), grads(to_device<float>(g, off)),
+      : n(shard.master.size()),
+        offset(off),
+        master(to_device<float>(shard.master, off)),
+        grads(to_device<float>(g, off)),
         params(to_device<P>(p, off)) {
     view.master = {master.data() + off, n};
     for (std::size_t k = 0; k < shard.states.size(); ++k) {

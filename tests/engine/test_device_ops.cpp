@@ -74,7 +74,8 @@ std::vector<float> probe_floats(std::size_t random_count) {
   for (std::uint32_t b : {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x7f7f8000u, 0x3f801000u, 0x3f803000u, 0x7fa00001u})
     v.push_back(amsp::detail::bits_float(b));  // bf16 / fp16 ties, the largest-bf16 overflow, a signalling NaN
   std::mt19937 rng(5);
-  for (std::size_t i = 0; i < random_count; ++i) v.push_back(amsp::detail::bits_float(static_cast<std::uint32_t>(rng())));
+  for (std::size_t i = 0; i < random_count; ++i)
+    v.push_back(amsp::detail::bits_float(static_cast<std::uint32_t>(rng())));
   return v;
 }
 
@@ -347,7 +348,8 @@ TEST_CASE("one device step (sum of squares, decision, update) equals the host en
     // The host engine's step on the device's sum (summation order is CUB's, checked above).
     if (round == 1) CHECK(std::isnan(after.sum_sq));
     else CHECK(after.sum_sq == doctest::Approx(sum_of_squares_reference({host.grads})).epsilon(1e-12));
-    const amsp::StepDecision d = amsp::decide_step(after.sum_sq, average, loss_scale, max_grad_norm, true, control.step);
+    const amsp::StepDecision d =
+        amsp::decide_step(after.sum_sq, average, loss_scale, max_grad_norm, true, control.step);
     CHECK(after.skipped == (d.skipped ? 1u : 0u));
     CHECK(after.skipped == (round == 1 ? 1u : 0u));
     CHECK(after.step == d.step);
