@@ -304,7 +304,7 @@ TEST_CASE("device step counter, sum word and the StepResult of a control") {
 
 TEST_CASE("device update with its control in device memory: update_host's bits") {
   require_gpu();
-  for (std::size_t offset : {0, 1}) {  // 1: no index has every buffer 16-byte aligned (one-lane path)
+  for (std::size_t offset : {0, 1}) {  // 1: eight at a time from index 3 (fp32 P) or 7 (bf16 P), the head one by one
     CAPTURE(offset);
     check_update_matches_host<optim::AdamW, float>(optim::AdamW{.lr = 1e-2f, .weight_decay = 0.1f}, 100003, offset);
     check_update_matches_host<optim::AdamW, bf16>(optim::AdamW{.lr = 1e-2f}, 100003, offset);
