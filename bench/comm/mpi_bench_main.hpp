@@ -36,10 +36,10 @@ public:
 };
 }  // namespace detail
 
-/// main() of an MPI benchmark binary: initialises MPI, runs the registered benchmarks on every
-/// rank, prints (and writes --benchmark_out) on rank 0 only.
-inline int mpi_benchmark_main(int argc, char** argv) {
-  comm::MpiSession session(argc, argv);
+/// main() of an MPI benchmark binary: initialises MPI (at `thread_level`), runs the registered
+/// benchmarks on every rank, prints (and writes --benchmark_out) on rank 0 only.
+inline int mpi_benchmark_main(int argc, char** argv, int thread_level = MPI_THREAD_FUNNELED) {
+  comm::MpiSession session(argc, argv, thread_level);
   const int rank = session.world_rank();
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i)  // only rank 0 writes the output file

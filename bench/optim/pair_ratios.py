@@ -16,6 +16,7 @@ SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 PARTNER = {
     "BM_AdamW": "BM_Stream", "BM_AdamW_checked": "BM_Stream", "BM_AdamW_device": "BM_Stream", "BM_Adam": "BM_Stream",
     "BM_AdamW_bf16": "BM_Stream_bf16", "BM_SgdMomentum": "BM_Stream1", "BM_Lion": "BM_Stream1",
+    "BM_Accumulate": "BM_Copy", "BM_Accumulate_bf16": "BM_Copy",
 }
 # amsp benchmarks with torch._fused_adamw_'s byte pattern (fp32 p, g, m, v; no bf16 copy).
 TORCH_COMPARABLE = ("BM_AdamW", "BM_AdamW_device")

@@ -73,14 +73,14 @@ int main(int argc, char** argv) {
   return amsp::cli::guarded_main("amsp-train", std::cerr, [&] {
 #if defined(AMSP_HAS_MPI)
     // MPI starts before the options are parsed (mpirun's arguments are removed from argv). The
-    // HostAsync engine space (the default) makes its MPI calls from its worker thread.
+    // HostAsync engine space (the default) makes its MPI calls from its two worker threads.
     std::optional<amsp::comm::MpiSession> mpi_session;
     bool mpi = false, serial_space = false;
     for (int i = 1; i + 1 < argc; ++i) {
       mpi = mpi || (std::string_view(argv[i]) == "--backend" && std::string_view(argv[i + 1]) == "mpi");
       serial_space = serial_space || (std::string_view(argv[i]) == "--engine-space" && std::string_view(argv[i + 1]) == "serial");
     }
-    if (mpi) mpi_session.emplace(argc, argv, serial_space ? MPI_THREAD_FUNNELED : MPI_THREAD_SERIALIZED);
+    if (mpi) mpi_session.emplace(argc, argv, serial_space ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE);
 #endif
     amsp::cli::Args args("amsp-train",
                          "amsp-train: trains a GPT-2-family transformer on English text (bytes) with sharded model states",

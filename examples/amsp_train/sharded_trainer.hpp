@@ -15,8 +15,8 @@
 // return at once and the engine's worker thread runs each bucket's reduction while the lower
 // blocks' backward goes on; HostSerial runs the same work, in the same order, on the caller.
 // The loop's own collectives on `world` (loss, validation) wait for the worker first
-// (quiesce()): no two threads of a rank ever talk to the backend at once, which is what
-// MPI_THREAD_SERIALIZED asks. Exposed communication is the time the host waits in engine calls.
+// (quiesce()). Plans that shard P also gather on the engine's second stream, beside its first,
+// so amsp-train asks MPI for MPI_THREAD_MULTIPLE. Exposed communication is the time the host waits in engine calls.
 // Integration form: the model reads parameters straight from amsp's gather buffers and writes
 // gradients into the buffers amsp hands out (EngineOptions::alignment_bytes = one element keeps
 // the engine's flat layout equal to the model's). With bf16 parameters and gradients the model

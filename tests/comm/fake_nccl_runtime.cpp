@@ -24,6 +24,7 @@ Comm* new_comm(int rank, int size, bool blocking) {
   Comm* c = the_control.comms.back().get();
   c->rank = rank;
   c->size = size;
+  c->device = the_control.comm_device;
   c->blocking = blocking;
   return c;
 }
@@ -135,6 +136,11 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   *rank = checked(comm)->rank;
   return ncclSuccess;
 }
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  const std::lock_guard lock(amsp::test::fake::mutex());
+  *device = checked(comm)->device;
+  return ncclSuccess;
+}
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   const std::lock_guard lock(amsp::test::fake::mutex());
   *count = checked(comm)->size;
@@ -167,6 +173,7 @@ static ncclResult_t enqueue(ncclComm_t comm) {
   const std::lock_guard lock(amsp::test::fake::mutex());
   Comm* c = checked(comm);
   ++the_control.enqueues;
+  if (the_control.current_device != c->device) ++the_control.calls_on_wrong_device;
   if (the_control.enqueue_result != ncclSuccess) return the_control.enqueue_result;
   if (c->state != ncclSuccess && c->state != ncclInProgress) return c->state;  // a broken communicator
   return start(c);
@@ -199,10 +206,19 @@ static int event_polls = 0;
 
 cudaError_t cudaGetDeviceCount(int* count) {
   const std::lock_guard lock(amsp::test::fake::mutex());
-  *count = 1;
+  *count = 2;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) {
+  const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.current_device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  const std::lock_guard lock(amsp::test::fake::mutex());
+  *device = the_control.current_device;
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t) { return "fake CUDA error"; }
 const char* cudaGetErrorName(cudaError_t) { return "cudaErrorFake"; }
@@ -233,6 +249,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
   const std::lock_guard lock(amsp::test::fake::mutex());
   event_polls = 0;
+  const Comm* last = the_control.comms.empty() ? nullptr : the_control.comms.back().get();
+  if (last != nullptr && last->device != the_control.current_device) ++the_control.calls_on_wrong_device;
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t) {

@@ -19,6 +19,7 @@ namespace amsp::test::fake {
 struct Comm {
   int rank = 0;
   int size = 1;
+  int device = 0;
   bool blocking = true;
   ncclResult_t state = ncclSuccess;  // what ncclCommGetAsyncError reports
   int polls_left = 0;                // ncclInProgress for this many more polls, then `after`
@@ -38,6 +39,9 @@ struct Control {
   int event_polls_until_done = 0;        // cudaEventQuery: not ready this many times; < 0: never done
   ncclResult_t enqueue_result = ncclSuccess;  // returned by every collective (e.g. ncclInvalidArgument)
   Comm* fails_while_waited = nullptr;  // this communicator reports ncclRemoteError after 10 event polls
+  int comm_device = 0;                 // the CUDA device of communicators created from now on
+  int current_device = 0;              // cudaSetDevice / cudaGetDevice (one for all threads)
+  int calls_on_wrong_device = 0;       // enqueues and event records while another device was current
   // Counters.
   int enqueues = 0;
   int aborts = 0;

@@ -12,9 +12,13 @@
 #include <doctest/doctest.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "amsp/comm/nccl.hpp"
@@ -27,20 +31,11 @@ namespace {
 using namespace amsp;
 using comm::NcclCommunicator;
 using std::chrono::milliseconds;
+using test::message_thrown;
 using test::rule_thrown;
 namespace fake = test::fake;
 
 GroupSet one_rank_group() { return factor_groups(Mesh(1, 1), Factor{1, 1}); }
-
-template <class F>
-std::string message_thrown(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 float buffer[16];
 }  // namespace
@@ -201,6 +196,23 @@ TEST_CASE("fake nccl watchdog: a peer that never joins is comm.timeout at creati
         }) == "comm.timeout_range");
 }
 
+TEST_CASE("fake nccl: every call runs on the communicator's device and the caller's device is restored") {
+  fake::reset();
+  fake::control().comm_device = 1;
+  fake::control().current_device = 1;  // the rank's thread selected device 1 before creating it
+  NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
+  fake::control().current_device = 0;  // another thread (an engine's worker) with device 0 current
+  nccl.all_reduce(buffer, buffer, 4);
+  comm::Handle h = nccl.reduce_scatter_async(buffer, buffer, 4);
+  h.wait();
+  nccl.barrier();
+  NcclCommunicator sub = nccl.split(one_rank_group());
+  sub.broadcast(buffer, buffer, 4, 0);
+  CHECK(fake::control().enqueues == 4);
+  CHECK(fake::control().calls_on_wrong_device == 0);
+  CHECK(fake::control().current_device == 0);
+}
+
 TEST_CASE("fake nccl: a direct error return is comm.nccl and leaves the communicator usable") {
   fake::reset();
   NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
@@ -226,6 +238,26 @@ TEST_CASE("fake nccl: a communicator destroyed while an exception unwinds is abo
   CHECK(fake::control().finalizes == 0);
 }
 
+TEST_CASE("fake nccl: a pending handle destroyed while an exception unwinds aborts the world; a completed one not") {
+  fake::reset();
+  NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 2);
+  try {
+    comm::Handle done = nccl.all_reduce_async(buffer, buffer, 4);  // completes at once
+    throw std::runtime_error("the caller's own error");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(nccl.aborted());
+  fake::control().event_polls_until_done = -1;
+  try {
+    comm::Handle pending = nccl.all_gather_async(buffer, buffer, 4);
+    throw std::runtime_error("the caller's own error");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(nccl.aborted());
+  CHECK(fake::control().aborts == 1);
+  CHECK(message_thrown([&] { nccl.barrier(); }).find("all_gather (count 4) was still pending") != std::string::npos);
+}
+
 TEST_CASE("fake nccl: world() over a threads communicator hands every rank rank 0's unique id") {
   fake::reset();
   comm::run_on_threads(3, [](comm::ThreadsCommunicator& host) {
@@ -237,5 +269,25 @@ TEST_CASE("fake nccl: world() over a threads communicator hands every rank rank 
   REQUIRE(fake::control().comms.size() == 3);
   const unsigned char* first = fake::control().comms.front()->id;
   CHECK((first[0] != 0 && first[100] == 42));  // a fake id, not zeros
+  for (const auto& c : fake::control().comms) CHECK(std::memcmp(c->id, first, NCCL_UNIQUE_ID_BYTES) == 0);
+}
+
+TEST_CASE("fake nccl: the documented file bootstrap (rank 0 writes the id, every rank reads it) gives one world") {
+  fake::reset();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("amsp_fake_nccl_" + std::to_string(::getpid()) + ".id")).string();
+  std::filesystem::remove(path);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 3; ++rank)
+    ranks.emplace_back([rank, &path] {
+      if (rank == 2) comm::write_unique_id_file(path, comm::new_unique_id());  // the writer need not be first
+      const ncclUniqueId id = comm::read_unique_id_file(path, milliseconds(30000));
+      NcclCommunicator nccl = NcclCommunicator::from_unique_id(id, rank, 3);
+    });
+  for (std::thread& t : ranks) t.join();
+  std::filesystem::remove(path);
+  REQUIRE(fake::control().comms.size() == 3);
+  const unsigned char* first = fake::control().comms.front()->id;
+  CHECK(first[100] == 42);
   for (const auto& c : fake::control().comms) CHECK(std::memcmp(c->id, first, NCCL_UNIQUE_ID_BYTES) == 0);
 }

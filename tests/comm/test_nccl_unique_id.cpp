@@ -22,6 +22,7 @@ namespace {
 using namespace amsp;
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+using test::message_thrown;
 using test::rule_thrown;
 
 ncclUniqueId random_id(unsigned seed) {
@@ -41,17 +42,6 @@ std::string snprintf_hex(const ncclUniqueId& id) {
     text += two;
   }
   return text;
-}
-
-/// The message of the amsp::error `f()` throws ("" if none).
-template <class F>
-std::string message_thrown(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return {};
 }
 
 /// A fresh directory under the temporary directory, removed at the end of the test case.

@@ -45,11 +45,16 @@ ControlValues control_values(const amsp::cuda_buffer<ops::StepControl>& buf) {
   return {c.sum_sq, c.grad_norm, c.clip_coefficient, c.grad_scale, c.skipped, c.step};
 }
 
-/// A non-default stream: the operations must be ordered by the stream they are given, not by
-/// the legacy default stream's implicit synchronisation.
+/// A non-blocking stream: the operations must be ordered by the stream they are given, not by
+/// the legacy default stream's implicit synchronisation. Created after the inputs are on the
+/// device: the constructor waits for the setup copies and memsets (legacy stream, which a
+/// non-blocking stream is not ordered after; a pageable cudaMemcpy may return before its DMA ends).
 struct Stream {
   cudaStream_t s{};
-  Stream() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  Stream() {
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
   ~Stream() { (void)cudaStreamDestroy(s); }
   void sync() const { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); }
 };
@@ -63,7 +68,10 @@ struct DeviceShard {
   amsp::cuda_buffer<P> params;
   amsp::optim::ShardState<R> view;
   DeviceShard(const amsp::optim::ShardState<R>& shard, std::span<const float> g, std::span<const P> p, std::size_t off)
-      : n(shard.master.size()), offset(off), master(to_device<float>(shard.master, off)), grads(to_device<float>(g, off)),
+      : n(shard.master.size()),
+        offset(off),
+        master(to_device<float>(shard.master, off)),
+        grads(to_device<float>(g, off)),
         params(to_device<P>(p, off)) {
     view.master = {master.data() + off, n};
     for (std::size_t k = 0; k < shard.states.size(); ++k) {
@@ -135,6 +143,20 @@ ControlValues decide_on_device(const ControlValues& before, double average, floa
   ops::decide_step(control.data(), average, loss_scale, max_grad_norm, skip_nonfinite, stream.s);
   stream.sync();
   return control_values(control);
+}
+
+ControlValues set_step_and_sum_on_device(const ControlValues& before, std::int64_t steps, double sum_sq) {
+  auto control = control_on_device(before);
+  Stream stream;
+  ops::set_step(control.data(), steps, stream.s);
+  check(cudaMemcpyAsync(ops::sum_sq_word(control.data()), &sum_sq, sizeof sum_sq, cudaMemcpyHostToDevice, stream.s),
+        "cudaMemcpyAsync");
+  stream.sync();
+  return control_values(control);
+}
+
+amsp::StepResult step_result_of(const ControlValues& v) {
+  return ops::step_result(ops::StepControl{v.sum_sq, v.grad_norm, v.clip_coefficient, v.grad_scale, v.skipped, v.step});
 }
 
 template <class R, class P>

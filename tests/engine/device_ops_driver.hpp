@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "amsp/core/dtype.hpp"
+#include "amsp/engine/options.hpp"
 #include "amsp/optim/update_rule.hpp"
 
 namespace amsp_test {
@@ -45,6 +46,13 @@ ControlValues add_sum_of_squares_on_device(const ControlValues& before, const st
 /// device_ops::decide_step on a control holding `before`; returns the control.
 ControlValues decide_on_device(const ControlValues& before, double average, float loss_scale, float max_grad_norm,
                                bool skip_nonfinite);
+
+/// On a control holding `before`: device_ops::set_step(steps), then `sum_sq` copied to
+/// device_ops::sum_sq_word (as the engine's AllReduce writes it); returns the control.
+ControlValues set_step_and_sum_on_device(const ControlValues& before, std::int64_t steps, double sum_sq);
+
+/// device_ops::step_result of a control copied to the host.
+amsp::StepResult step_result_of(const ControlValues& control);
 
 /// device_ops::update with a control holding `control` (unchanged by the update): copies the shard,
 /// gradients and parameters (each `offset` elements into its allocation; params may be empty)

@@ -14,10 +14,12 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "amsp/core/dtype.hpp"
+#include "amsp/core/error.hpp"
 #include "amsp/engine/step_decision.hpp"
 #include "amsp/optim.hpp"
 #include "device_ops_driver.hpp"
@@ -72,7 +74,8 @@ std::vector<float> probe_floats(std::size_t random_count) {
   for (std::uint32_t b : {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x7f7f8000u, 0x3f801000u, 0x3f803000u, 0x7fa00001u})
     v.push_back(amsp::detail::bits_float(b));  // bf16 / fp16 ties, the largest-bf16 overflow, a signalling NaN
   std::mt19937 rng(5);
-  for (std::size_t i = 0; i < random_count; ++i) v.push_back(amsp::detail::bits_float(static_cast<std::uint32_t>(rng())));
+  for (std::size_t i = 0; i < random_count; ++i)
+    v.push_back(amsp::detail::bits_float(static_cast<std::uint32_t>(rng())));
   return v;
 }
 
@@ -269,9 +272,39 @@ TEST_CASE("device step decision: the host's decide_step, bit for bit, over rando
   }
 }
 
+TEST_CASE("device step counter, sum word and the StepResult of a control") {
+  require_gpu();
+  ControlValues before;
+  before.sum_sq = 3.0;
+  before.grad_scale = 0.75f;
+  before.step = 11;
+  const ControlValues after = amsp_test::set_step_and_sum_on_device(before, 42, 2.5);
+  CHECK(after.step == 42);
+  CHECK(after.sum_sq == 2.5);
+  CHECK(after.grad_scale == 0.75f);  // nothing else touched
+  std::string rule;
+  try {
+    amsp_test::set_step_and_sum_on_device(before, -1, 0.0);
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+  }
+  CHECK(rule == "engine.step_count");
+
+  ControlValues skipped;
+  skipped.grad_norm = 7.5;
+  skipped.clip_coefficient = 0.25f;
+  skipped.skipped = 1;
+  skipped.step = 3;
+  const amsp::StepResult r = amsp_test::step_result_of(skipped);
+  CHECK(r.skipped);
+  CHECK(r.grad_norm == 7.5);
+  CHECK(r.clip_coefficient == 0.25f);
+  CHECK(r.step == 3);
+}
+
 TEST_CASE("device update with its control in device memory: update_host's bits") {
   require_gpu();
-  for (std::size_t offset : {0, 1}) {  // 1: no index has every buffer 16-byte aligned (one-lane path)
+  for (std::size_t offset : {0, 1}) {  // 1: eight at a time from index 3 (fp32 P) or 7 (bf16 P), the head one by one
     CAPTURE(offset);
     check_update_matches_host<optim::AdamW, float>(optim::AdamW{.lr = 1e-2f, .weight_decay = 0.1f}, 100003, offset);
     check_update_matches_host<optim::AdamW, bf16>(optim::AdamW{.lr = 1e-2f}, 100003, offset);
@@ -315,7 +348,8 @@ TEST_CASE("one device step (sum of squares, decision, update) equals the host en
     // The host engine's step on the device's sum (summation order is CUB's, checked above).
     if (round == 1) CHECK(std::isnan(after.sum_sq));
     else CHECK(after.sum_sq == doctest::Approx(sum_of_squares_reference({host.grads})).epsilon(1e-12));
-    const amsp::StepDecision d = amsp::decide_step(after.sum_sq, average, loss_scale, max_grad_norm, true, control.step);
+    const amsp::StepDecision d =
+        amsp::decide_step(after.sum_sq, average, loss_scale, max_grad_norm, true, control.step);
     CHECK(after.skipped == (d.skipped ? 1u : 0u));
     CHECK(after.skipped == (round == 1 ? 1u : 0u));
     CHECK(after.step == d.step);

@@ -3,9 +3,10 @@
 // layouts where valid, end within 1e-6 of the DDP plan run under MPI; a second run of the same
 // plan is bitwise identical; and the traffic-counting wrapper around the MPI backend measures
 // exactly the engine's expected traffic. With the argument `async`: every plan and layout run in
-// the HostAsync space (the engine's worker thread makes its MPI calls; MPI initialised with
-// MPI_THREAD_SERIALIZED) ends bitwise where the HostSerial run ends, and the traffic check runs in
-// HostAsync. Prints "N passed, N failed" on rank 0.
+// the HostAsync space (the engine's two worker threads make its MPI calls; MPI initialised with
+// MPI_THREAD_MULTIPLE) ends bitwise where the HostSerial run ends, and the traffic check runs in
+// HostAsync. Without it (MPI_THREAD_FUNNELED), a HostAsync engine whose plan shards P is rule
+// engine.concurrent_calls. Prints "N passed, N failed" on rank 0.
 #include <mpi.h>
 
 #include <cmath>
@@ -107,6 +108,21 @@ void traffic(MpiCommunicator& world, const amsp::Mesh& mesh) {
   }
 }
 
+/// Below MPI_THREAD_MULTIPLE the HostAsync engine's gather stream may not call MPI beside its
+/// communication stream: an error for a plan that shards P, fine for one that does not.
+void concurrent_calls_need_thread_multiple(MpiCommunicator& world, const amsp::Mesh& mesh) {
+  using AsyncEngine = amsp::ShardedOptimizer<MpiCommunicator, amsp::optim::AdamW, float, float, amsp::HostAsync>;
+  std::string rule;
+  try {
+    AsyncEngine opt(world, mesh, amsp::preset("zero3", mesh), amsp::optim::AdamW{}, amsp::test::odd_model());
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+  }
+  expect(world, rule == "engine.concurrent_calls", "HostAsync + zero3 below MPI_THREAD_MULTIPLE: engine.concurrent_calls");
+  AsyncEngine ddp(world, mesh, amsp::preset("ddp", mesh), amsp::optim::AdamW{}, amsp::test::odd_model());
+  expect(world, ddp.bucket_count() > 0, "HostAsync + ddp below MPI_THREAD_MULTIPLE: constructed");
+}
+
 int run_checks(MpiCommunicator& world, bool async) {
   const int size = world.size();
   const amsp::Mesh mesh = size == 8 ? amsp::Mesh(4, 2) : size == 4 ? amsp::Mesh(2, 2) : amsp::Mesh(size, 1);
@@ -118,6 +134,7 @@ int run_checks(MpiCommunicator& world, bool async) {
       parity(world, mesh, amsp::optim::AdamW{.lr = 1e-2f});
       parity(world, mesh, amsp::optim::SgdMomentum{.lr = 1e-2f});
       traffic<amsp::HostSerial>(world, mesh);
+      concurrent_calls_need_thread_multiple(world, mesh);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", world.rank(), e.what());
@@ -132,10 +149,10 @@ int run_checks(MpiCommunicator& world, bool async) {
 int main(int argc, char** argv) {
   const bool async = argc > 1 && std::string(argv[1]) == "async";
   int provided = 0;
-  // The engine's HostAsync worker makes the MPI calls: at least MPI_THREAD_SERIALIZED.
-  MPI_Init_thread(&argc, &argv, async ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED, &provided);
-  if (async && provided < MPI_THREAD_SERIALIZED) {
-    std::fprintf(stderr, "this MPI provides thread level %d < MPI_THREAD_SERIALIZED: skipped\n", provided);
+  // The HostAsync engine's two streams make MPI calls from two threads: MPI_THREAD_MULTIPLE.
+  MPI_Init_thread(&argc, &argv, async ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
+  if (async && provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "this MPI provides thread level %d < MPI_THREAD_MULTIPLE: skipped\n", provided);
     MPI_Finalize();
     return 77;
   }

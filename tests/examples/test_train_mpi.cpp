@@ -34,7 +34,7 @@ TrainOutcome train(MpiCommunicator& world, const amsp::Mesh& mesh, const amsp::P
 }  // namespace
 
 int main(int argc, char** argv) {
-  amsp::comm::MpiSession session(argc, argv, MPI_THREAD_SERIALIZED);  // the HostAsync engine's worker calls MPI
+  amsp::comm::MpiSession session(argc, argv, MPI_THREAD_MULTIPLE);  // the HostAsync engine's two streams call MPI
   MpiCommunicator world = MpiCommunicator::world();
   try {
     const amsp::Mesh mesh(2, world.size() / 2);

@@ -63,6 +63,16 @@ concept communicator = std::movable<C> && requires(C& c, const C& cc, const Grou
 } && communicator_for<C, float> && communicator_for<C, double> && communicator_for<C, bf16> &&
   communicator_for<C, fp16>;
 
+/// Whether two threads may issue collectives on two different communicators of `c`'s backend at
+/// the same time (an engine space with concurrent streams does). A backend that cannot says so
+/// with a member `concurrent_calls_allowed()` (MPI below MPI_THREAD_MULTIPLE); one without that
+/// member can.
+template <class C>
+[[nodiscard]] bool concurrent_calls_allowed(const C& c) {
+  if constexpr (requires { c.concurrent_calls_allowed(); }) return c.concurrent_calls_allowed();
+  else return true;
+}
+
 namespace detail {
 /// Number of ranks in a group set (it partitions the communicator that is split).
 [[nodiscard]] inline int ranks_in(const GroupSet& groups) {

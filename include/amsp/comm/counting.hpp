@@ -96,6 +96,7 @@ public:
   }
 
   void barrier() { inner_.barrier(); }
+  [[nodiscard]] bool concurrent_calls_allowed() const { return comm::concurrent_calls_allowed(inner_); }
 
   /// Splits the wrapped communicator; the result shares the counter and maps its members (ranks
   /// of this communicator in `groups`) to world ranks.

@@ -153,8 +153,9 @@ private:
 
 /// Initialises MPI and finalises it on destruction; for programs that do not manage MPI
 /// themselves. The default thread level, MPI_THREAD_FUNNELED, is enough when amsp calls MPI from
-/// the main thread only; an engine in the HostAsync space makes its calls from its worker thread
-/// and needs MPI_THREAD_SERIALIZED (docs/engine.md). A level the MPI library does not provide is
+/// the main thread only; an engine in the HostAsync space makes its calls from its worker threads
+/// and needs MPI_THREAD_MULTIPLE when its plan shards P (the gather stream runs beside the
+/// communication stream), else MPI_THREAD_SERIALIZED (docs/engine.md). A level the MPI library does not provide is
 /// an error (rule comm.mpi_thread_level), also when MPI was initialised before.
 class MpiSession {
 public:
@@ -171,7 +172,7 @@ public:
     if (provided < thread_level) {
       if (owner_) MPI_Finalize();
       fail("comm.mpi_thread_level", "this MPI provides thread level ", provided, ", below the ", thread_level,
-           " asked for (MPI_THREAD_SERIALIZED is needed by the HostAsync engine space)");
+           " asked for (the HostAsync engine space needs MPI_THREAD_MULTIPLE, or MPI_THREAD_SERIALIZED with P replicated)");
     }
   }
   MpiSession(const MpiSession&) = delete;
@@ -220,6 +221,12 @@ public:
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] MPI_Comm native() const noexcept { return comm_.get(); }
+  /// Two threads may call collectives at once only under MPI_THREAD_MULTIPLE.
+  [[nodiscard]] bool concurrent_calls_allowed() const {
+    int provided = 0;
+    detail::check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+    return provided >= MPI_THREAD_MULTIPLE;
+  }
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {

@@ -86,6 +86,14 @@ public:
   }
   bool test() override { return comm_->test_event(event_.get(), call_); }
   void wait() override { comm_->wait_event(event_.get(), call_); }
+  /// Destroyed pending while an exception unwinds: its buffers are about to be freed, and freeing
+  /// device memory waits for the device, which waits for peers that may never come. Abort the
+  /// world, so that the kernels stop (as the threads backend does).
+  void abandon() noexcept override {
+    if (comm_->aborted() || cudaEventQuery(event_.get()) != cudaErrorNotReady) return;
+    comm_->abort_world(amsp::detail::concat(describe(call_),
+                                            " was still pending when its handle was destroyed by an exception"));
+  }
 
 private:
   std::shared_ptr<NcclComm> comm_;
@@ -179,72 +187,74 @@ public:
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {
-    enqueue_all_gather(send, recv, count);
-    synchronize(call(op_kind::all_gather, count));
+    blocking(call(op_kind::all_gather, count),
+             [&](const auto& what) { enqueue_all_gather(send, recv, count, what); });
   }
   template <element_type T>
   void reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op = reduce_op::sum) {
-    enqueue_reduce_scatter(send, recv, recv_count, op);
-    synchronize(call(op_kind::reduce_scatter, recv_count));
+    blocking(call(op_kind::reduce_scatter, recv_count),
+             [&](const auto& what) { enqueue_reduce_scatter(send, recv, recv_count, op, what); });
   }
   template <element_type T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op = reduce_op::sum) {
-    enqueue_all_reduce(send, recv, count, op);
-    synchronize(call(op_kind::all_reduce, count));
+    blocking(call(op_kind::all_reduce, count),
+             [&](const auto& what) { enqueue_all_reduce(send, recv, count, op, what); });
   }
   template <element_type T>
   void broadcast(const T* send, T* recv, std::size_t count, int root) {
-    enqueue_broadcast(send, recv, count, root);
-    synchronize(call(op_kind::broadcast, count));
+    blocking(call(op_kind::broadcast, count),
+             [&](const auto& what) { enqueue_broadcast(send, recv, count, root, what); });
   }
   template <element_type T>
   void reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root) {
-    enqueue_reduce(send, recv, count, op, root);
-    synchronize(call(op_kind::reduce, count));
+    blocking(call(op_kind::reduce, count),
+             [&](const auto& what) { enqueue_reduce(send, recv, count, op, root, what); });
   }
 
   template <element_type T>
   [[nodiscard]] Handle all_gather_async(const T* send, T* recv, std::size_t count) {
-    enqueue_all_gather(send, recv, count);
-    return completion(call(op_kind::all_gather, count));
+    return async(call(op_kind::all_gather, count),
+                 [&](const auto& what) { enqueue_all_gather(send, recv, count, what); });
   }
   template <element_type T>
   [[nodiscard]] Handle reduce_scatter_async(const T* send, T* recv, std::size_t recv_count,
                                             reduce_op op = reduce_op::sum) {
-    enqueue_reduce_scatter(send, recv, recv_count, op);
-    return completion(call(op_kind::reduce_scatter, recv_count));
+    return async(call(op_kind::reduce_scatter, recv_count),
+                 [&](const auto& what) { enqueue_reduce_scatter(send, recv, recv_count, op, what); });
   }
   template <element_type T>
   [[nodiscard]] Handle all_reduce_async(const T* send, T* recv, std::size_t count, reduce_op op = reduce_op::sum) {
-    enqueue_all_reduce(send, recv, count, op);
-    return completion(call(op_kind::all_reduce, count));
+    return async(call(op_kind::all_reduce, count),
+                 [&](const auto& what) { enqueue_all_reduce(send, recv, count, op, what); });
   }
   template <element_type T>
   [[nodiscard]] Handle broadcast_async(const T* send, T* recv, std::size_t count, int root) {
-    enqueue_broadcast(send, recv, count, root);
-    return completion(call(op_kind::broadcast, count));
+    return async(call(op_kind::broadcast, count),
+                 [&](const auto& what) { enqueue_broadcast(send, recv, count, root, what); });
   }
   template <element_type T>
   [[nodiscard]] Handle reduce_async(const T* send, T* recv, std::size_t count, reduce_op op, int root) {
-    enqueue_reduce(send, recv, count, op, root);
-    return completion(call(op_kind::reduce, count));
+    return async(call(op_kind::reduce, count),
+                 [&](const auto& what) { enqueue_reduce(send, recv, count, op, root, what); });
   }
 
   /// A one-element all_reduce on device scratch memory, waited like a blocking collective.
   void barrier() {
-    if (!scratch_.owned()) {
-      float* scratch = nullptr;
-      amsp::detail::check_cuda(cudaMalloc(&scratch, sizeof(float)), "comm.cuda", "cudaMalloc");
-      scratch_ = detail::UniqueHandle<float*, detail::CudaFree>(scratch, true);
-    }
-    enqueue_all_reduce(scratch_.get(), scratch_.get(), 1, reduce_op::sum);
-    synchronize({"barrier"});
+    blocking({"barrier"}, [&](const auto& what) {
+      if (!scratch_.owned()) {
+        float* scratch = nullptr;
+        amsp::detail::check_cuda(cudaMalloc(&scratch, sizeof(float)), "comm.cuda", "cudaMalloc");
+        scratch_ = detail::UniqueHandle<float*, detail::CudaFree>(scratch, true);
+      }
+      enqueue_all_reduce(scratch_.get(), scratch_.get(), 1, reduce_op::sum, what);
+    });
   }
 
   /// ncclCommSplit with color = the caller's group index and key = its position; the result is
   /// owned (whatever the parent), shares the parent's stream, world and options. Collective.
   [[nodiscard]] NcclCommunicator split(const GroupSet& groups) {
     detail::check_split(groups, size_);
+    const detail::CurrentDevice device(comm_->device());
     const int color = detail::group_index_of(groups, rank_);
     const RankGroup& group = groups.groups()[static_cast<std::size_t>(color)];
     const int key = group.position_of(rank_);
@@ -270,11 +280,14 @@ public:
   }
 
 private:
-  explicit NcclCommunicator(std::shared_ptr<detail::NcclComm> comm)
-      : comm_(std::move(comm)), sync_event_(detail::new_cuda_event()) {
+  explicit NcclCommunicator(std::shared_ptr<detail::NcclComm> comm) : comm_(std::move(comm)) {
+    int device = 0;
     detail::check_nccl(ncclCommUserRank(comm_->get(), &rank_), "ncclCommUserRank");
     detail::check_nccl(ncclCommCount(comm_->get(), &size_), "ncclCommCount");
-    comm_->identify(rank_, size_);
+    detail::check_nccl(ncclCommCuDevice(comm_->get(), &device), "ncclCommCuDevice");
+    comm_->identify(rank_, size_, device);
+    const detail::CurrentDevice on_device(device);
+    sync_event_ = detail::new_cuda_event();
   }
 
   static NcclCommunicator create(const ncclUniqueId& id, int rank, int size, detail::NcclStream stream,
@@ -298,11 +311,20 @@ private:
   [[nodiscard]] static detail::NcclCall call(op_kind kind, std::size_t count) {
     return {name_of(kind), static_cast<long long>(count)};
   }
-  void synchronize(const detail::NcclCall& what) {
+  /// Enqueues on the communicator's device (the calling thread's current device is restored
+  /// after), then waits for an event recorded behind it.
+  template <class Enqueue>
+  void blocking(const detail::NcclCall& what, Enqueue enqueue) {
+    const detail::CurrentDevice device(comm_->device());
+    enqueue(what);
     amsp::detail::check_cuda(cudaEventRecord(sync_event_.get(), stream()), "comm.cuda", "cudaEventRecord");
     comm_->wait_event(sync_event_.get(), what);
   }
-  [[nodiscard]] Handle completion(const detail::NcclCall& what) {
+  /// Enqueues on the communicator's device; the handle waits for an event recorded behind it.
+  template <class Enqueue>
+  [[nodiscard]] Handle async(const detail::NcclCall& what, Enqueue enqueue) {
+    const detail::CurrentDevice device(comm_->device());
+    enqueue(what);
     return Handle(std::make_shared<detail::NcclEventState>(comm_, what));
   }
   void check_root(op_kind kind, int root) const {
@@ -311,34 +333,34 @@ private:
   }
 
   template <class T>
-  void enqueue_all_gather(const T* send, T* recv, std::size_t count) {
-    comm_->finish_call(ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_->get(), stream()),
-                       call(op_kind::all_gather, count));
+  void enqueue_all_gather(const T* send, T* recv, std::size_t count, const detail::NcclCall& what) {
+    comm_->finish_call(ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_->get(), stream()), what);
   }
   template <class T>
-  void enqueue_reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op) {
+  void enqueue_reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op,
+                              const detail::NcclCall& what) {
     comm_->finish_call(ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(), detail::nccl_op(op),
                                          comm_->get(), stream()),
-                       call(op_kind::reduce_scatter, recv_count));
+                       what);
   }
   template <class T>
-  void enqueue_all_reduce(const T* send, T* recv, std::size_t count, reduce_op op) {
+  void enqueue_all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, const detail::NcclCall& what) {
     comm_->finish_call(ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_->get(),
                                      stream()),
-                       call(op_kind::all_reduce, count));
+                       what);
   }
   template <class T>
-  void enqueue_broadcast(const T* send, T* recv, std::size_t count, int root) {
+  void enqueue_broadcast(const T* send, T* recv, std::size_t count, int root, const detail::NcclCall& what) {
     check_root(op_kind::broadcast, root);
     comm_->finish_call(ncclBroadcast(send, recv, count, detail::nccl_datatype<T>(), root, comm_->get(), stream()),
-                       call(op_kind::broadcast, count));
+                       what);
   }
   template <class T>
-  void enqueue_reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root) {
+  void enqueue_reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root, const detail::NcclCall& what) {
     check_root(op_kind::reduce, root);
     comm_->finish_call(ncclReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), root,
                                   comm_->get(), stream()),
-                       call(op_kind::reduce, count));
+                       what);
   }
 
   std::shared_ptr<detail::NcclComm> comm_;  // shared with the handles of operations on it

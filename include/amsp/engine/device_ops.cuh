@@ -17,7 +17,7 @@
 // The per-step sequence a CUDA space enqueues on one stream:
 //   reset_sum_of_squares(control)                    sum_sq = 0
 //   add_sum_of_squares(grads of bucket b, control)   for each bucket's OS-shard gradients
-//   (AllReduce of control->sum_sq over the OS group: the engine's collective)
+//   (AllReduce of sum_sq_word(control) over the OS group: the engine's collective)
 //   decide_step(control, ...)                        norm, clip, grad_scale, skipped, step
 //   update(rule of the run, ..., control)            for each run of each bucket; nothing if skipped
 // and the host reads a StepControl (cudaMemcpyAsync + an event) only when it wants the StepResult.
@@ -108,9 +108,16 @@ __global__ void __launch_bounds__(cuda_block)
       [&](std::size_t i) { g[i] = first ? from_float<G>(z[i]) : from_float<G>(to_float(g[i]) + z[i]); });
 }
 
-__global__ void add_partial_kernel(StepControl* control, const double* partial) { control->sum_sq += *partial; }
+// The one-thread kernels are templates (on the control type, always StepControl) only so that
+// every translation unit including this header may define them: a non-template __global__
+// function defined in a header is a duplicate symbol when two .cu files of a program include it.
+template <class Control>
+__global__ void add_partial_kernel(Control* control, const double* partial) {
+  control->sum_sq += *partial;
+}
 
-__global__ void decide_step_kernel(StepControl* control, double average, float loss_scale, float max_grad_norm,
+template <class Control>
+__global__ void decide_step_kernel(Control* control, double average, float loss_scale, float max_grad_norm,
                                    bool skip_nonfinite) {
   const StepDecision d =
       amsp::decide_step(control->sum_sq, average, loss_scale, max_grad_norm, skip_nonfinite, control->step);
@@ -121,7 +128,10 @@ __global__ void decide_step_kernel(StepControl* control, double average, float l
   control->step = d.step;
 }
 
-__global__ void set_step_kernel(StepControl* control, std::int64_t step) { control->step = step; }
+template <class Control>
+__global__ void set_step_kernel(Control* control, std::int64_t step) {
+  control->step = step;
+}
 
 /// Where add_sum_of_squares keeps the bucket's partial sum inside its workspace; CUB's scratch
 /// follows at this offset (CUB's own alignment).
@@ -163,11 +173,11 @@ void fill_zero(T* data, std::size_t n, cudaStream_t stream) {
 template <element_type From, element_type To>
 void convert(const From* in, To* out, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  const std::size_t head = detail::lane_type<From> && detail::lane_type<To> ? optim::detail::vector_head(n, in, out) : n;
+  constexpr bool by_eight = detail::lane_type<From> && detail::lane_type<To>;
+  const std::size_t head = by_eight ? optim::detail::vector_head(n, in, out) : n;
   const std::size_t vectors = optim::detail::lane_groups(n, head);
-  detail::convert_kernel<From, To>
-      <<<detail::grid_for(optim::detail::lane_items(n, vectors)), detail::cuda_block, 0, stream>>>(in, out, n, head,
-                                                                                                   vectors);
+  const unsigned grid = detail::grid_for(optim::detail::lane_items(n, vectors));
+  detail::convert_kernel<From, To><<<grid, detail::cuda_block, 0, stream>>>(in, out, n, head, vectors);
   detail::check_launch("device_ops::convert kernel");
 }
 
@@ -178,8 +188,8 @@ void accumulate(G* g, const float* z, std::size_t n, bool first, cudaStream_t st
   if (n == 0) return;
   const std::size_t head = optim::detail::vector_head(n, g, z);
   const std::size_t vectors = optim::detail::lane_groups(n, head);
-  detail::accumulate_kernel<G><<<detail::grid_for(optim::detail::lane_items(n, vectors)), detail::cuda_block, 0, stream>>>(
-      g, z, n, first, head, vectors);
+  const unsigned grid = detail::grid_for(optim::detail::lane_items(n, vectors));
+  detail::accumulate_kernel<G><<<grid, detail::cuda_block, 0, stream>>>(g, z, n, first, head, vectors);
   detail::check_launch("device_ops::accumulate kernel");
 }
 
@@ -192,12 +202,18 @@ template <optim::grad_element G = float>
   return detail::partial_bytes + optim::sum_of_squares_cuda_workspace<G>(n);
 }
 
+/// The device address of control->sum_sq: the buffer of the engine's AllReduce over the OS group
+/// between the last add_sum_of_squares and decide_step (one double, sum).
+[[nodiscard]] inline double* sum_sq_word(StepControl* control) {
+  detail::check_control(control, "sum_sq_word");
+  return detail::field<double>(control, offsetof(StepControl, sum_sq));
+}
+
 /// Sets control->sum_sq to 0 (before the first add_sum_of_squares of a step).
 inline void reset_sum_of_squares(StepControl* control, cudaStream_t stream) {
   detail::check_control(control, "reset_sum_of_squares");
-  amsp::detail::check_cuda(cudaMemsetAsync(detail::field<double>(control, offsetof(StepControl, sum_sq)), 0,
-                                           sizeof(double), stream),
-                           "cuda.runtime", "cudaMemsetAsync of StepControl::sum_sq");
+  amsp::detail::check_cuda(cudaMemsetAsync(sum_sq_word(control), 0, sizeof(double), stream), "cuda.runtime",
+                           "cudaMemsetAsync of StepControl::sum_sq");
 }
 
 /// Adds the sum of squares of n device gradients (squared and summed in double by CUB, the same
@@ -214,7 +230,7 @@ void add_sum_of_squares(const G* grads, std::size_t n, StepControl* control, voi
   optim::sum_of_squares_cuda(std::span<const G>(grads, n), partial,
                              static_cast<unsigned char*>(workspace) + detail::partial_bytes,
                              workspace_bytes - detail::partial_bytes, stream);
-  detail::add_partial_kernel<<<1, 1, 0, stream>>>(control, partial);
+  detail::add_partial_kernel<StepControl><<<1, 1, 0, stream>>>(control, partial);
   detail::check_launch("device_ops::add_sum_of_squares kernel");
 }
 
@@ -226,7 +242,8 @@ inline void decide_step(StepControl* control, double average, float loss_scale, 
                         bool skip_nonfinite, cudaStream_t stream) {
   detail::check_control(control, "decide_step");
   check_loss_scale(loss_scale);
-  detail::decide_step_kernel<<<1, 1, 0, stream>>>(control, average, loss_scale, max_grad_norm, skip_nonfinite);
+  detail::decide_step_kernel<StepControl>
+      <<<1, 1, 0, stream>>>(control, average, loss_scale, max_grad_norm, skip_nonfinite);
   detail::check_launch("device_ops::decide_step kernel");
 }
 
@@ -234,7 +251,7 @@ inline void decide_step(StepControl* control, double average, float loss_scale, 
 inline void set_step(StepControl* control, std::int64_t step, cudaStream_t stream) {
   detail::check_control(control, "set_step");
   check(step >= 0, "engine.step_count", "step count ", step, " must be >= 0");
-  detail::set_step_kernel<<<1, 1, 0, stream>>>(control, step);
+  detail::set_step_kernel<StepControl><<<1, 1, 0, stream>>>(control, step);
   detail::check_launch("device_ops::set_step kernel");
 }
 

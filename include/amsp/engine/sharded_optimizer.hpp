@@ -183,15 +183,16 @@ public:
     check(!bucket.gathered && bucket.gather_slot < 0, "engine.gather_twice", "bucket '", bucket.spec.name,
           "' is already gathered or being gathered; release it first");
     if (!p_comm_) return;  // gather(b) hands out the P store once its spread is done
-    space_.order_after(bucket.update_done);  // the AllGather reads what the spread writes
     bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
-    Comm* comm = &*p_comm_;
+    Comm* comm = p_gather_comm_ ? &*p_gather_comm_ : &*p_comm_;
     const ParamT* send = bucket.p_store.data();
     ParamT* recv = gather_pool_.data(bucket.gather_slot);
     const std::size_t count = bucket.geo.p.size();
     const IssueContext at = issue_context();
     Bucket* issuing = &bucket;
-    bucket.gather_done = space_.launch([this, comm, send, recv, count, at, issuing] {
+    // On the gather stream, after this bucket's update and spread (the AllGather reads what the
+    // spread writes), not after the other buckets' updates.
+    bucket.gather_done = space_.launch_after(bucket.update_done, [this, comm, send, recv, count, at, issuing] {
       agree<ParamT>(*comm, "P group", comm::op_kind::all_gather, count, issuing->spec.name, at);
       std::vector<comm::Handle> h;
       h.push_back(comm->all_gather_async(send, recv, count));
@@ -544,6 +545,14 @@ private:
     make(groups_.spread(), spread_comm_);
     make(groups_.os_replica(), os_replica_comm_);
     make(groups_.os(), os_comm_);
+    // The gather stream runs beside the communication stream: its AllGathers get a communicator
+    // of their own, split last so that every rank splits in the same order.
+    if constexpr (Space::concurrent_streams) {
+      check(groups_.p().group_size() == 1 || comm::concurrent_calls_allowed(*world_), "engine.concurrent_calls",
+            "plan ", to_string(plan()), " shards P, so this space's gather stream issues collectives beside its "
+            "communication stream, which this communicator does not allow (MPI: initialise with MPI_THREAD_MULTIPLE)");
+      make(groups_.p(), p_gather_comm_);
+    }
   }
 
   void add_bucket(BucketSpec spec) {
@@ -906,7 +915,9 @@ private:
     const bool gather = kind == comm::op_kind::all_gather && group == "P group";
     const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
     const std::string_view phase = gather ? "forward" : stepping ? "step" : at.last ? "last backward" : "backward";
-    checker_(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
+    // One checker per stream: each keeps per-communicator state that only its stream touches.
+    comm::CollectiveChecker& checker = p_gather_comm_ && &on == &*p_gather_comm_ ? gather_checker_ : checker_;
+    checker(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
                                       .label = label, .group = group, .phase = phase, .group_size = on.size(),
                                       .step = at.step, .micro_batch = gather || stepping ? -1 : at.micro_batch});
   }
@@ -919,6 +930,7 @@ private:
   int rank_;
   detail::GroupTable groups_table_;
   std::optional<Comm> p_comm_, g_split_comm_, os_split_comm_, spread_comm_, os_replica_comm_, os_comm_;
+  std::optional<Comm> p_gather_comm_;  // the P group again, for the gather stream (concurrent streams only)
   std::vector<Bucket> buckets_;
   detail::BufferPool<ParamT, memory_type::template buffer> gather_pool_;
   detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
@@ -931,8 +943,9 @@ private:
   int micro_batches_ = 0;
   std::int64_t step_ = 0;
   bool check_collectives_ = false;
-  comm::CollectiveChecker checker_;  // used on the space's stream only
-  Space space_;  // destroyed before the stores, so its stream finishes before anything it touches goes
+  comm::CollectiveChecker checker_;         // used on the space's communication stream only
+  comm::CollectiveChecker gather_checker_;  // used on the space's gather stream only
+  Space space_;  // destroyed before the stores, so its streams finish before anything they touch goes
   memory_type mem_;  // the space's memory operations (a device space: its step control, workspaces)
 };
 

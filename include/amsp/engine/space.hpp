@@ -1,33 +1,44 @@
 #pragma once
 // Execution spaces of the engine's step schedule (the Kokkos model): where the work that touches
 // a communicator runs and what an event is. The schedule (sharded_optimizer.hpp) is written once
-// against three operations of a space S:
+// against four operations of a space S:
 //
 //   S::submit(task) -> comm::Handle      runs `task` on the space's communication stream, after
 //                                        everything submitted before it; the handle is its event
 //   S::launch(collectives) -> Handle     the same for a task that issues collectives returning
 //                                        handles; the event completes when they have
+//   S::launch_after(event, collectives)  the same on the space's gather stream, after `event` (of
+//                                        the communication stream) and after everything launched
+//                                        on the gather stream before it: the prefetch AllGathers,
+//                                        so that gather(b) waits for bucket b's update only, not
+//                                        for every bucket's update queued before it
 //   S::order_after(event)                makes later stream work wait for `event` (an event of
 //                                        another stream, or of a backend's own progress)
 //
-// and the host waits an event (Handle::wait) exactly where it reads or writes what the event's
-// work touches. Every collective of an engine is issued through its space, from one thread at a
-// time and in program order, so every rank's collectives meet in the same order.
+// and the host waits an event exactly where it reads or writes what the event's work touches.
+// Each stream issues its collectives from one thread at a time and in program order, so every
+// rank's collectives of one communicator meet in the same order. S::concurrent_streams says
+// whether the two streams run at the same time: then they must not share a communicator (the
+// engine splits one of its own for the gathers) and an MPI backend needs MPI_THREAD_MULTIPLE.
 //
 // Spaces: HostSerial (tasks run on the caller's thread when submitted; the behaviour before
-// spaces existed) and HostAsync (the stream is one worker thread with a FIFO; an event is the
+// spaces existed) and HostAsync (each stream is one worker thread with a FIFO; an event is the
 // completion flag of a task, set and read under a mutex, so a host access without the wait is a
-// data race that ThreadSanitizer reports). A CUDA space would map the same three operations to a
-// communication stream, cudaEventRecord and cudaStreamWaitEvent (docs/engine.md).
+// data race that ThreadSanitizer reports). A CUDA space would map the same operations to a
+// communication stream and a gather stream, cudaEventRecord and cudaStreamWaitEvent
+// (docs/engine.md).
 
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "amsp/comm/detail/ordered_worker.hpp"
 #include "amsp/comm/handle.hpp"
+#include "amsp/core/error.hpp"
 
 namespace amsp {
 
@@ -62,6 +73,81 @@ public:
 private:
   std::vector<comm::Handle> handles_;
 };
+
+/// An event two threads wait for: the host (through the comm::Handle that replaced the event)
+/// and a task of another stream (through settled()). Whoever comes first waits the original
+/// event; its error goes to the host's wait only, the other stream just learns that it failed.
+class SharedEventState final : public comm::detail::HandleState {
+public:
+  explicit SharedEventState(comm::Handle event) : event_(std::move(event)) {}
+
+  /// Waits for the event; true if it completed without error. Never throws.
+  bool settled() noexcept {
+    std::unique_lock lock(mutex_);
+    if (phase_ == Phase::pending) {
+      phase_ = Phase::waiting;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        event_.wait();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      failed_ = static_cast<bool>(error);
+      error_ = std::move(error);
+      phase_ = Phase::done;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return phase_ == Phase::done; });
+    }
+    return !failed_;
+  }
+  bool test() override {
+    std::unique_lock lock(mutex_);
+    if (phase_ != Phase::done) return false;
+    deliver_error(lock);
+    return true;
+  }
+  void wait() override {
+    (void)settled();
+    std::unique_lock lock(mutex_);
+    deliver_error(lock);
+  }
+  // The host unwinds: the original event is destroyed here, during the unwinding, so that it
+  // stops its work early (the threads backend aborts its world) as an unshared event would.
+  void abandon() noexcept override {
+    std::unique_lock lock(mutex_);
+    if (phase_ == Phase::pending) {
+      phase_ = Phase::waiting;
+      lock.unlock();
+      { comm::Handle dropped = std::move(event_); }
+      lock.lock();
+      failed_ = true;
+      phase_ = Phase::done;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return phase_ == Phase::done; });
+    }
+  }
+
+private:
+  enum class Phase { pending, waiting, done };
+  // The error is handed over, not shared (see comm::detail::CompletionState): delivered once.
+  void deliver_error(std::unique_lock<std::mutex>& lock) {
+    if (!error_) return;
+    const std::exception_ptr error = std::exchange(error_, nullptr);
+    lock.unlock();
+    std::rethrow_exception(error);
+  }
+
+  comm::Handle event_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  Phase phase_ = Phase::pending;
+  bool failed_ = false;
+  std::exception_ptr error_;
+};
 }  // namespace detail
 
 /// Waits every handle; the first error is rethrown once all have completed.
@@ -80,6 +166,7 @@ inline void wait_all(std::vector<comm::Handle>& handles) { detail::HandleGroupSt
 /// the spread and prefetches still overlap the caller's compute, and order_after waits on the host.
 struct HostSerial {
   static constexpr bool asynchronous = false;
+  static constexpr bool concurrent_streams = false;
 
   template <class F>
   comm::Handle submit(F&& task) {
@@ -90,32 +177,61 @@ struct HostSerial {
   comm::Handle launch(F&& collectives) {
     return join_handles(collectives());
   }
+  template <class F>
+  comm::Handle launch_after(comm::Handle& event, F&& collectives) {
+    event.wait();
+    return launch(std::forward<F>(collectives));
+  }
   void order_after(comm::Handle& event) { event.wait(); }
 };
 
-/// Asynchronous host space: the communication stream is a worker thread running tasks in
-/// submission order; submit returns at once. Whatever the worker runs (reductions, the OS stage,
-/// the spread, prefetches) overlaps the caller's compute. Events of this stream need no ordering
-/// among themselves (FIFO), so order_after is a no-op for them.
+/// Asynchronous host space: two streams, each a worker thread running its tasks in submission
+/// order; submit, launch and launch_after return at once. The communication stream runs the
+/// reductions, the OS stage, the update and the spread; the gather stream runs the prefetch
+/// AllGathers, each after the update of its own bucket (launch_after), so that the next forward's
+/// first gather does not queue behind every bucket's update. Events of the communication stream
+/// need no ordering among themselves (FIFO), so order_after is a no-op for them.
 class HostAsync {
 public:
   static constexpr bool asynchronous = true;
+  static constexpr bool concurrent_streams = true;
 
   template <class F>
   comm::Handle submit(F&& task) {
-    return worker_.submit(std::function<void()>(std::forward<F>(task)));
+    return stream_.submit(std::function<void()>(std::forward<F>(task)));
   }
   template <class F>
   comm::Handle launch(F&& collectives) {
-    return worker_.submit([c = std::forward<F>(collectives)]() mutable {
-      std::vector<comm::Handle> handles = c();
-      wait_all(handles);
+    return stream_.submit(completed(std::forward<F>(collectives)));
+  }
+  /// `event` (of the communication stream) is replaced by a handle the host waits as before; the
+  /// gather stream waits the same event first. A failed event fails the task (rule
+  /// engine.stream_failed) without running `collectives`; the event's own error reaches the host.
+  template <class F>
+  comm::Handle launch_after(comm::Handle& event, F&& collectives) {
+    if (!event.pending()) return gather_stream_.submit(completed(std::forward<F>(collectives)));
+    auto shared = std::make_shared<detail::SharedEventState>(std::move(event));
+    event = comm::Handle(shared);
+    return gather_stream_.submit([shared, task = completed(std::forward<F>(collectives))]() mutable {
+      check(shared->settled(), "engine.stream_failed",
+            "the work this gather was ordered after failed (its error is thrown where the host waits for it)");
+      task();
     });
   }
-  void order_after(comm::Handle&) {}  // every event of this space is on its one FIFO stream
+  void order_after(comm::Handle&) {}  // every event of the communication stream is on its one FIFO
 
 private:
-  comm::detail::OrderedWorker worker_;
+  template <class F>
+  static std::function<void()> completed(F&& collectives) {
+    return [c = std::forward<F>(collectives)]() mutable {
+      std::vector<comm::Handle> handles = c();
+      wait_all(handles);
+    };
+  }
+
+  comm::detail::OrderedWorker stream_;
+  // Declared last, destroyed first: its tasks may wait for the communication stream's events.
+  comm::detail::OrderedWorker gather_stream_;
 };
 
 }  // namespace amsp

@@ -74,6 +74,26 @@ struct NcclStream {
   cudaStream_t stream{};
 };
 
+/// Makes `device` current for a scope and then restores the caller's: a communicator, its stream
+/// and its events belong to one device, and the calling thread (an engine's worker, a thread that
+/// never called cudaSetDevice) may have another one current.
+class CurrentDevice {
+public:
+  explicit CurrentDevice(int device) {
+    amsp::detail::check_cuda(cudaGetDevice(&previous_), "comm.cuda", "cudaGetDevice");
+    if (previous_ == device) previous_ = -1;
+    else amsp::detail::check_cuda(cudaSetDevice(device), "comm.cuda", "cudaSetDevice");
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+  ~CurrentDevice() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+
+private:
+  int previous_ = -1;
+};
+
 class NcclComm;
 
 /// Every communicator of one world in this process: the world and those split from it. The
@@ -144,11 +164,13 @@ public:
   [[nodiscard]] const std::shared_ptr<NcclWorld>& world() const noexcept { return world_; }
   [[nodiscard]] std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
   [[nodiscard]] bool aborted() const noexcept { return world_->aborted(); }
-  /// Once the communicator is ready: its rank and size as NCCL reports them.
-  void identify(int rank, int size) noexcept {
+  /// Once the communicator is ready: its rank, size and CUDA device as NCCL reports them.
+  void identify(int rank, int size, int device) noexcept {
     rank_ = rank;
     size_ = size;
+    device_ = device;
   }
+  [[nodiscard]] int device() const noexcept { return device_; }
 
   /// After an NCCL call on this communicator returned `result`: ncclInProgress (nonblocking mode)
   /// waits until the call took effect; an error aborts the world if NCCL reports the
@@ -171,6 +193,9 @@ public:
   void wait_event(cudaEvent_t event, const NcclCall& call) {
     watch(call, [event](ncclResult_t) { return event_done(event); });
   }
+  /// Aborts every communicator of the world (later calls throw comm.aborted with `reason`).
+  void abort_world(const std::string& reason) noexcept { world_->abort_all(reason); }
+
   /// One poll of the asynchronous errors and of `event`; no timeout.
   [[nodiscard]] bool test_event(cudaEvent_t event, const NcclCall& call) {
     if (const ncclResult_t state = async_state(); state != ncclSuccess && state != ncclInProgress)
@@ -258,6 +283,7 @@ private:
   std::chrono::nanoseconds timeout_;
   int rank_;
   int size_;
+  int device_ = 0;
 };
 
 inline void NcclWorld::abort_all(const std::string& reason) noexcept {
