@@ -18,7 +18,11 @@ cd "$(dirname "$0")/.."
 stage=build-gpu-carry
 tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/optim/test_optim_cuda
        tests/comm/test_comm_threads_cuda tests/comm/test_comm_threads_cuda_host)
+tests+=(tests/engine/test_engine_device_ops)
+tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
+tests+=(tests/engine/test_engine_cuda)  # the engine in the CUDA space: parity, host comparison, no host sync
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
+benches+=(bench/engine/bench_engine_cuda)  # the engine in the CUDA space, phase by phase
 
 build() {
   cmake --preset gpu -DAMSP_WITH_MPI=OFF -DAMSP_BUILD_EXAMPLES=OFF >/dev/null || return 1
@@ -38,6 +42,10 @@ run() {
   local out=${OUT:-gpu-out}
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # libnccl.so.2 (about 210 MiB) is too large to carry: the image's own (a CUDA PyTorch wheel ships it).
+  local nccl_lib
+  nccl_lib=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null) &&
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
   nvidia-smi > "$out/nvidia-smi.txt" 2>&1
   local summary=()
   for t in "${tests[@]}"; do
@@ -59,15 +67,21 @@ run() {
     --benchmark_out="$out/bench_comm_threads_cuda.json" --benchmark_out_format=json \
     > "$out/bench_comm_threads_cuda.txt" 2>&1
   summary+=("$(printf '%-34s rc=%s' bench_comm_threads_cuda $?)")
+  timeout 120 "$stage/bin/bench_engine_cuda" --benchmark_counters_tabular=true > "$out/bench_engine_cuda.txt" 2>&1
+  summary+=("$(printf '%-34s rc=%s' bench_engine_cuda $?)")
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     timeout 120 python3 bench/optim/torch_fused_adamw.py > "$out/torch_fused_adamw.txt" 2>&1
     summary+=("$(printf '%-34s rc=%s' torch_fused_adamw $?)")
   fi
   echo "== amsp GPU checks"
   printf '%s\n' "${summary[@]}"
-  [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json"
+  # The fused update against its same-bytes stream kernel and, when torch ran, torch._fused_adamw_.
+  local torch_args=()
+  [ -s "$out/torch_fused_adamw.txt" ] && torch_args=(--torch "$out/torch_fused_adamw.txt")
+  [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json" "${torch_args[@]}"
   [ -s "$out/torch_fused_adamw.txt" ] && tail -n 5 "$out/torch_fused_adamw.txt"
   grep -hE "_median" "$out/bench_comm_threads_cuda.txt" 2>/dev/null | head -n 12
+  grep -hE "BM_EngineCuda" "$out/bench_engine_cuda.txt" 2>/dev/null
 }
 
 case ${1:-} in

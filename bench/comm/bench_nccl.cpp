@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "amsp/comm/mpi.hpp"
 #include "amsp/comm/nccl.hpp"
 #include "bench_common.hpp"
 #include "mpi_bench_main.hpp"

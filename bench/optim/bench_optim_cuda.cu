@@ -5,7 +5,11 @@
 //   BM_Stream/<n>        in place: read p g m v, write p m v, trivial arithmetic, 28 B/param
 //   BM_AdamW/<n>         update_cuda, skip_nonfinite = false (the engine's path), 28 B/param
 //   BM_AdamW_checked/<n> with the device finite pre-pass (reads g once more; counted as 28 B)
+//   BM_AdamW_device/<n>  the device engine's path: grad_scale, skip word and step read from device
+//                        memory, the coefficients computed on the device (DeviceStepControl), 28 B/param
 //   BM_Stream_bf16/<n>, BM_AdamW_bf16/<n>   ... plus a bf16 parameter written, 30 B/param
+//   BM_Accumulate/<n>, BM_Accumulate_bf16/<n>   amsp::device_ops::accumulate (a later micro-batch:
+//                        g = g + z, z fp32, g fp32 or bf16): 12 or 8 B/param, against BM_Copy
 // bytes_per_second counts bytes read plus written, so BM_AdamW / BM_Stream is the efficiency.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -16,6 +20,7 @@
 #include <span>
 
 #include "amsp/core/cuda_buffer.hpp"
+#include "amsp/engine/device_ops.cuh"
 #include "amsp/optim/adam.hpp"
 #include "amsp/optim/cuda_lanes.cuh"
 #include "amsp/optim/update_cuda.cuh"
@@ -135,6 +140,37 @@ void run_adamw(benchmark::State& state, bool skip_nonfinite) {
   });
 }
 
+/// update_cuda with its control in device memory, as amsp::device_ops::update runs it.
+void BM_AdamW_device(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+  DeviceShard s(static_cast<std::size_t>(state.range(0)));
+  optim::ShardState<optim::AdamW> shard{{s.master.data(), s.n}, {std::span<float>(s.m.data(), s.n), std::span<float>(s.v.data(), s.n)}};
+  amsp::cuda_buffer<unsigned> skipped(1);  // zeroed: not skipped
+  amsp::cuda_buffer<float> grad_scale(1);
+  amsp::cuda_buffer<std::int64_t> step(1);
+  const float scale = 0.5f;
+  const std::int64_t t = 1;
+  grad_scale.copy_from_host(&scale, 1);
+  step.copy_from_host(&t, 1);
+  const optim::DeviceStepControl control{skipped.data(), grad_scale.data(), step.data()};
+  timed(state, s.n * 28, [&] {
+    optim::update_cuda(optim::AdamW{}, shard, std::span<const float>(s.grads.data(), s.n), std::span<float>{}, control,
+                       cudaStream_t{});
+  });
+}
+
+/// The engine's gradient accumulation over micro-batches, a pure stream kernel: its bandwidth
+/// against BM_Copy's is its efficiency.
+template <class G>
+void BM_Accumulate(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  amsp::cuda_buffer<G> g(n);
+  amsp::cuda_buffer<float> z(n);
+  timed(state, n * (2 * sizeof(G) + sizeof(float)),
+        [&] { amsp::device_ops::accumulate(g.data(), z.data(), n, false, cudaStream_t{}); });
+}
+
 void BM_AdamW(benchmark::State& state) { run_adamw<float>(state, false); }
 void BM_AdamW_checked(benchmark::State& state) { run_adamw<float>(state, true); }
 void BM_AdamW_bf16(benchmark::State& state) { run_adamw<bf16>(state, false); }
@@ -149,7 +185,10 @@ BENCHMARK(BM_Copy)->Apply(sizes);
 BENCHMARK(BM_StreamKernel<false>)->Name("BM_Stream")->Apply(sizes);
 BENCHMARK(BM_AdamW)->Apply(sizes);
 BENCHMARK(BM_AdamW_checked)->Apply(sizes);
+BENCHMARK(BM_AdamW_device)->Apply(sizes);
 BENCHMARK(BM_StreamKernel<true>)->Name("BM_Stream_bf16")->Apply(sizes);
 BENCHMARK(BM_AdamW_bf16)->Apply(sizes);
+BENCHMARK(BM_Accumulate<float>)->Name("BM_Accumulate")->Apply(sizes);
+BENCHMARK(BM_Accumulate<bf16>)->Name("BM_Accumulate_bf16")->Apply(sizes);
 
 BENCHMARK_MAIN();

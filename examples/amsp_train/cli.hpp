@@ -11,6 +11,7 @@
 #include "amsp_train/text_data.hpp"
 #include "amsp_train/train_config.hpp"
 #include "common/cli_args.hpp"
+#include "common/mpi_args.hpp"
 
 namespace amsp_train {
 
@@ -20,6 +21,7 @@ struct CliConfig {
   std::string plan;
   amsp::Mesh mesh{4, 2};
   Backend backend = Backend::threads;
+  bool mpi_check_calls = true;
   std::string fortune_dir;
   bool bf16 = false;
   TrainConfig train;
@@ -40,6 +42,7 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                       [](std::string_view s) { return amsp::parse_mesh(s); });
   c.backend = args.choice("--backend", "ranks as threads of this process, or one MPI process per rank",
                           Backend::threads, {{"threads", Backend::threads}, {"mpi", Backend::mpi}});
+  c.mpi_check_calls = amsp::cli::mpi_check_calls(args);
   t.os_layout = args.choice("--os-layout", "optimizer-state layout (whole_tensor needs s_g = s_p)",
                             amsp::OsLayout::even_split,
                             {{"even_split", amsp::OsLayout::even_split}, {"whole_tensor", amsp::OsLayout::whole_tensor}});

@@ -44,7 +44,8 @@ TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan&
     return outcome;
   }
 #if defined(AMSP_HAS_MPI)
-  amsp::comm::CountingCommunicator<amsp::comm::MpiCommunicator> comm(amsp::comm::MpiCommunicator::world(), counter);
+  amsp::comm::CountingCommunicator<amsp::comm::MpiCommunicator> comm(
+      amsp::comm::MpiCommunicator::world(amsp::comm::MpiOptions{.check_calls = cfg.mpi_check_calls}), counter);
   rank = comm.rank();
   return train_rank<ParamT>(comm, comm.inner(), mesh, plan, cfg.train, data, counter, rank == 0 ? &log : nullptr);
 #else

@@ -198,4 +198,15 @@ template <class F>
   return {};
 }
 
+/// The whole message of the amsp::error `f()` throws, or "" when it throws nothing.
+template <class F>
+[[nodiscard]] std::string message_thrown(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace amsp::test

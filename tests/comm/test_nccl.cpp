@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "amsp/comm/mpi.hpp"
 #include "amsp/comm/nccl.hpp"
 #include "collective_checks.hpp"
 #include "device_staged.hpp"

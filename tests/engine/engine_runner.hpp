@@ -6,7 +6,9 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "amsp/comm/threads.hpp"
@@ -49,6 +51,21 @@ struct JobConfig {
 /// Final full parameters, one vector per tensor in model order.
 using Params = std::vector<std::vector<float>>;
 
+/// How the job's host code reads and writes the buffers the engine hands out. Host spaces: in
+/// place. A device space's test specialises it (tests/engine/engine_cuda_driver.cu copies through
+/// the user's stream), so the same job runs on every space.
+template <class Space>
+struct JobMemory {
+  /// A host view of `buffer` (its contents; `scratch` may hold them).
+  template <class T>
+  static std::span<T> host_view(std::span<T> buffer, std::vector<std::remove_const_t<T>>& /*scratch*/) {
+    return buffer;
+  }
+  /// Makes what was written through host_view's result the buffer's contents.
+  template <class T>
+  static void write_back(std::span<T> /*buffer*/, std::span<const T> /*written*/) {}
+};
+
 /// Runs the job on this rank with parameters and gradients in `ParamT`; returns the final full
 /// parameters it sees, widened to float.
 template <class Comm, class Rule, class ParamT = float, class Space = HostSerial>
@@ -70,9 +87,11 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
       opt.start_micro_batch(m == job.micro_batches - 1);
       std::size_t tensor = 0;
       for (int b = 0; b < opt.bucket_count(); ++b) {
-        const std::span<const ParamT> full = opt.gather(b);
+        std::vector<ParamT> full_copy, grads_copy;
+        const std::span<const ParamT> full = JobMemory<Space>::host_view(std::span<const ParamT>(opt.gather(b)), full_copy);
         if (b + 1 < opt.bucket_count()) opt.prefetch(b + 1);  // the next bucket's AllGather overlaps this one's work
-        const std::span<ParamT> grads = opt.grad_buffer(b);
+        const std::span<ParamT> grad_buffer = opt.grad_buffer(b);
+        const std::span<ParamT> grads = JobMemory<Space>::host_view(grad_buffer, grads_copy);
         for (const TensorSlot& slot : opt.layout(b).slots()) {
           for (std::size_t i = 0; i < slot.numel; ++i) {
             const float g = static_cast<float>(
@@ -82,6 +101,7 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
           }
           ++tensor;
         }
+        JobMemory<Space>::write_back(grad_buffer, std::span<const ParamT>(grads));
         opt.release(b);
         opt.reduce_gradients(b);
       }
@@ -90,7 +110,8 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
   }
   Params out;
   for (int b = 0; b < opt.bucket_count(); ++b) {
-    const std::span<const ParamT> full = opt.gather(b);
+    std::vector<ParamT> full_copy;
+    const std::span<const ParamT> full = JobMemory<Space>::host_view(std::span<const ParamT>(opt.gather(b)), full_copy);
     for (const TensorSlot& slot : opt.layout(b).slots()) {
       std::vector<float> values(slot.numel);
       for (std::size_t i = 0; i < slot.numel; ++i) values[i] = to_float(full[slot.offset + i]);
@@ -114,6 +135,16 @@ Params run_threads(const Mesh& mesh, const Plan& plan, const Rule& rule, const J
   for (const Params& p : per_rank) check(p == per_rank.front(), "test.ranks_differ", "ranks ended with different parameters");
   return per_rank.front();
 }
+
+/// How the parity suite (parity_cases.hpp) runs its job in Space: run_threads, unless a test
+/// specialises it.
+template <class Space>
+struct ParityRunner {
+  template <class Rule, class ParamT>
+  static Params run(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    return run_threads<Rule, ParamT, Space>(mesh, plan, rule, job);
+  }
+};
 
 /// The same job in float64 without sharding: every rank's gradients summed, averaged over
 /// ranks × micro-batches, clipped by the global norm, and applied by `update` (the test's own

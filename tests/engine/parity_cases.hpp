@@ -28,10 +28,11 @@ using amsp::test::bitwise_equal;
 using amsp::test::max_error_in_bf16_ulps;
 using amsp::test::max_relative_error;
 
-/// The threads job in execution space Space.
+/// The threads job in execution space Space (amsp::test::ParityRunner: a test can route a space
+/// it cannot compile here, e.g. the CUDA space, to a driver compiled elsewhere).
 template <class Space, class Rule, class ParamT = float>
 Params run_in(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, const JobConfig& job) {
-  return amsp::test::run_threads<Rule, ParamT, Space>(mesh, plan, rule, job);
+  return amsp::test::ParityRunner<Space>::template run<Rule, ParamT>(mesh, plan, rule, job);
 }
 
 template <class Space, class Rule>

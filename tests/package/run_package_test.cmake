@@ -1,6 +1,6 @@
 # Driven by ctest (tests/package/CMakeLists.txt). MODE:
 #   build_tree    configure the consumer against this build directory (amsp_DIR), once per
-#                 component set in COMPONENT_SETS ("none", "mpi", "cuda"), build it, run the core program
+#                 component set in COMPONENT_SETS ("none", "mpi", "cuda", "nccl"), build it, run the core program
 #   install_tree  cmake --install this build into a fresh prefix, then the same against the prefix
 #   missing       a REQUIRED component whose dependency is hidden (CMAKE_DISABLE_FIND_PACKAGE_*) must
 #                 fail find_package with a message naming it; the same component OPTIONAL must not

@@ -172,6 +172,7 @@ TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule"
       {{"--mesh", "2x1", "--plans", "ddp;zero3;p=4x1,g=4x1,os=4x1"}, {"--plans", "p=4x1"}},
       {{"--max-iterations", "1"}, {"--max-iterations"}},
       {{"--max-iterations", "many"}, {"--max-iterations", "many"}},
+      {{"--mpi-check-calls", "maybe"}, {"--mpi-check-calls", "maybe"}},
   };
   rows.insert(rows.end(), table.begin(), table.end());
   check_rows("AMSP_PROFILE", rows);
@@ -206,7 +207,7 @@ TEST_CASE("amsp-train: every bad input exits 2 naming the option and the rule") 
                                           "--global-batch", "--context", "--width", "--heads", "--layers", "--lr",
                                           "--warmup", "--min-lr-ratio", "--weight-decay", "--max-grad-norm",
                                           "--os-layout", "--eval-every", "--eval-windows", "--sample-bytes", "--seed",
-                                          "--fortune-dir", "--log-json"});
+                                          "--fortune-dir", "--log-json", "--mpi-check-calls"});
   const std::vector<Row> table{
       {{"--frobnicate"}, {"--frobnicate"}},
       {{"--steps", "abc"}, {"--steps"}},
@@ -218,6 +219,7 @@ TEST_CASE("amsp-train: every bad input exits 2 naming the option and the rule") 
       {{"--min-lr-ratio", "2"}, {"--min-lr-ratio"}},
       {{"--backend", "carrier-pigeon"}, {"--backend", "carrier-pigeon"}},
       {{"--os-layout", "diagonal"}, {"diagonal"}},
+      {{"--mpi-check-calls", "yes"}, {"--mpi-check-calls", "yes"}},
       {{"--plan", "zero9", "--steps", "1"}, {"zero9"}},
       // Names the rule but not the option (amsp-train's mesh is parsed after its command line;
       // reported to issue 13, whose file it is): the rule and the exit status are checked.

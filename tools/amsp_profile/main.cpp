@@ -19,6 +19,7 @@
 #include "amsp/comm/threads.hpp"
 #include "amsp/sharding/presets.hpp"
 #include "common/cli_args.hpp"
+#include "common/mpi_args.hpp"
 #include "measure_collectives.hpp"
 #if defined(AMSP_HAS_MPI)
 #include "amsp/comm/mpi.hpp"
@@ -31,6 +32,7 @@ enum class Backend { threads, mpi };
 
 struct Options {
   Backend backend = Backend::threads;
+  bool mpi_check_calls = true;
   std::optional<Mesh> mesh;  // default: 4x2 on threads, world x 1 under MPI
   std::string out;           // empty: stdout
   std::vector<comm::op_kind> ops;
@@ -49,6 +51,7 @@ std::optional<Options> parse(int argc, char** argv) {
   Options o;
   o.backend = args.choice("--backend", "ranks as threads of this process, or one MPI process per rank",
                           Backend::threads, {{"threads", Backend::threads}, {"mpi", Backend::mpi}});
+  o.mpi_check_calls = cli::mpi_check_calls(args);
   o.mesh = args.optional_value<Mesh>("--mesh", "RxN", "ranks per node x nodes (default 4x2; MPI: world size x 1)",
                                      [](std::string_view s) { return parse_mesh(s); });
   o.out = args.text("--out", "FILE", "where to write the profile (default: standard output)", "");
@@ -126,7 +129,7 @@ int run(int argc, char** argv) {
   if (o.backend == Backend::mpi) {
 #if defined(AMSP_HAS_MPI)
     comm::MpiSession session(argc, argv);
-    comm::MpiCommunicator world = comm::MpiCommunicator::world();
+    comm::MpiCommunicator world = comm::MpiCommunicator::world(comm::MpiOptions{.check_calls = o.mpi_check_calls});
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
     const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations);
     if (world.rank() == 0) write(o, mesh, entries);

@@ -31,7 +31,8 @@ public:
 /// operation: it still runs, in order, on its communicator. The exception is a pending handle
 /// destroyed while an exception unwinds the stack (declared after its buffers, it goes first):
 /// the threads backend then aborts its world and returns only once no rank touches the buffers
-/// any more, so that unwinding cannot free memory a peer is still copying.
+/// any more, so that unwinding cannot free memory a peer is still copying; the NCCL backend aborts
+/// its world too (ncclCommAbort stops its kernels, so that freeing the buffers cannot wait on them).
 class Handle {
 public:
   Handle() = default;

@@ -30,6 +30,7 @@
 #include "amsp/comm/detail/threads_data.hpp"
 #include "amsp/comm/detail/threads_device_hook.hpp"
 #include "amsp/comm/detail/threads_group.hpp"
+#include "amsp/comm/detail/watchdog_timing.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
 #include "amsp/core/memory_space.hpp"
@@ -295,8 +296,7 @@ static_assert(communicator<ThreadsCommunicator>);
 template <class F>
 void run_on_threads(int world_size, F&& f, ThreadsOptions options) {
   check(world_size >= 1, "comm.world_size", "run_on_threads needs at least one rank, got ", world_size);
-  check(options.collective_timeout.count() >= 0, "comm.timeout_range", "the collective timeout is ",
-        options.collective_timeout.count(), " ms; it must be positive, or 0 for none");
+  detail::check_collective_timeout(options.collective_timeout);
   auto abort_switch = std::make_shared<detail::AbortSwitch>(options.collective_timeout);
   auto world = std::make_shared<detail::ThreadsGroup>(abort_switch, world_size);
   std::mutex mutex;

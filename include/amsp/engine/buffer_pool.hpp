@@ -1,7 +1,9 @@
 #pragma once
 // Scratch buffers handed out for the lifetime of one use (a gathered bucket, a micro-batch's
 // gradients) and reused afterwards, so that scratch stays at the size of the buckets in flight
-// rather than the size of the model. Thread-safe: with an asynchronous space the caller's thread
+// rather than the size of the model. Buffer is the memory space's buffer (host_buffer,
+// cuda_buffer): a pool grows only when every buffer of the size asked for is in use, i.e. during
+// the first micro-batches of a job, up to the schedule's high-water mark. Thread-safe: with an asynchronous space the caller's thread
 // hands a buffer to the communication stream, which gives it back.
 
 #include <cstddef>
@@ -13,7 +15,7 @@
 
 namespace amsp::detail {
 
-template <class T>
+template <class T, template <class> class Buffer = host_buffer>
 class BufferPool {
 public:
   /// Index of a free buffer of at least `count` elements (allocated when none is free).
@@ -50,7 +52,7 @@ public:
   }
 
 private:
-  std::vector<host_buffer<T>> buffers_;
+  std::vector<Buffer<T>> buffers_;
   std::vector<bool> in_use_;
   mutable std::mutex mutex_;
 };

@@ -43,7 +43,7 @@ void validate_adam(const Rule& r) {
               "[0, inf)");
 }
 
-inline AdamCoefficients adam_coefficients(float lr, float beta1, float beta2, float eps, double decay, float l2,
+AMSP_HOST_DEVICE inline AdamCoefficients adam_coefficients(float lr, float beta1, float beta2, float eps, double decay, float l2,
                                           std::int64_t step) {
   check_step(step);
   const double t = static_cast<double>(step);
@@ -86,7 +86,7 @@ struct AdamRule {
   using Coefficients = detail::AdamCoefficients;
 
   void validate() const { detail::validate_adam(*this); }
-  [[nodiscard]] Coefficients coefficients(std::int64_t step) const {
+  [[nodiscard]] AMSP_HOST_DEVICE Coefficients coefficients(std::int64_t step) const {
     const double decay = Decoupled ? 1.0 - static_cast<double>(lr) * static_cast<double>(weight_decay) : 1.0;
     return detail::adam_coefficients(lr, beta1, beta2, eps, decay, Decoupled ? 0.0f : weight_decay, step);
   }

@@ -1,7 +1,8 @@
 #pragma once
-// Device-side helpers shared by the optimizer kernels: 16-byte vector loads and stores of eight
-// elements (two float4 for fp32, one 16-byte word for bf16), the alignment test that decides
-// whether a buffer can be walked eight elements at a time, and the launch geometry.
+// Device-side helpers shared by the optimizer and engine kernels: 16-byte vector loads and stores of
+// eight elements (two float4 for fp32, one 16-byte word for bf16), the alignment test that decides
+// whether a buffer can be walked eight elements at a time, the grid-stride walk over groups of eight
+// and the elements around them, and the launch geometry.
 
 #if !defined(__CUDACC__)
 #error "amsp/optim/cuda_lanes.cuh holds CUDA device code: include it from a .cu file compiled by nvcc"
@@ -60,6 +61,32 @@ template <class T>
 [[nodiscard]] inline bool vector_aligned(const T* p, std::size_t offset) {
   return p == nullptr || reinterpret_cast<std::uintptr_t>(p + offset) % 16 == 0;
 }
+
+/// First element index h < cuda_lanes at which every pointer can be read eight at a time, or n
+/// (every element then goes through the one-lane path). Null pointers do not constrain it.
+template <class... T>
+[[nodiscard]] std::size_t vector_head(std::size_t n, const T*... pointers) {
+  for (std::size_t h = 0; h < cuda_lanes && h <= n; ++h)
+    if ((vector_aligned(pointers, h) && ...)) return h;
+  return n;
+}
+
+/// The grid-stride walk of an element-wise kernel over [0, n): `vectors` groups of eight elements
+/// from `head` (vector_head), each by body8(first index of the group), then every other element
+/// (before head, after the last group) by body1(index). Each element is visited exactly once.
+template <class Body8, class Body1>
+__device__ __forceinline__ void walk_lane_groups(std::size_t n, std::size_t head, std::size_t vectors, Body8&& body8,
+                                                 Body1&& body1) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::size_t v = first; v < vectors; v += stride) body8(head + v * cuda_lanes);
+  const std::size_t body_end = head + vectors * cuda_lanes;
+  for (std::size_t j = first; j < head + (n - body_end); j += stride) body1(j < head ? j : body_end + (j - head));
+}
+
+/// Groups of eight a kernel walks for n elements from `head`, and the threads to launch for them.
+[[nodiscard]] inline std::size_t lane_groups(std::size_t n, std::size_t head) { return (n - head) / cuda_lanes; }
+[[nodiscard]] inline std::size_t lane_items(std::size_t n, std::size_t vectors) { return vectors > 0 ? vectors : n; }
 
 /// Blocks for a grid-stride kernel over `items` thread-iterations on the current device. Queries
 /// the device attribute, which does not synchronise.

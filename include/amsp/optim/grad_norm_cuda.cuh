@@ -33,31 +33,18 @@ struct SquareAsDouble {
   }
 };
 
-/// First element index h < cuda_lanes at which every pointer can be read eight at a time, or n
-/// (every element then goes through the one-lane path).
-template <class... T>
-[[nodiscard]] std::size_t vector_head(std::size_t n, const T*... pointers) {
-  for (std::size_t h = 0; h < cuda_lanes && h <= n; ++h)
-    if ((vector_aligned(pointers, h) && ...)) return h;
-  return n;
-}
-
 template <class G>
 __global__ void __launch_bounds__(cuda_block)
     find_nonfinite_kernel(const G* grads, std::size_t n, std::size_t head, std::size_t vectors, unsigned* flag) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   std::uint32_t worst = 0;
-  for (std::size_t v = first; v < vectors; v += stride) {
-    float g[cuda_lanes];
-    load8(grads + head + v * cuda_lanes, g);
-    for (float x : g) worst = max(worst, __float_as_uint(x) & 0x7fffffffu);
-  }
-  const std::size_t body_end = head + vectors * cuda_lanes;
-  for (std::size_t j = first; j < head + (n - body_end); j += stride) {
-    const std::size_t i = j < head ? j : body_end + (j - head);
-    worst = max(worst, __float_as_uint(to_float(grads[i])) & 0x7fffffffu);
-  }
+  walk_lane_groups(
+      n, head, vectors,
+      [&](std::size_t i) {
+        float g[cuda_lanes];
+        load8(grads + i, g);
+        for (float x : g) worst = max(worst, __float_as_uint(x) & 0x7fffffffu);
+      },
+      [&](std::size_t i) { worst = max(worst, __float_as_uint(to_float(grads[i])) & 0x7fffffffu); });
   if (worst >= 0x7f800000u) *flag = 1u;  // every writer stores the same value
 }
 
@@ -99,10 +86,9 @@ void find_nonfinite_cuda(std::span<const G> grads, unsigned* flag, cudaStream_t 
   const std::size_t n = grads.size();
   if (n == 0) return;
   const std::size_t head = detail::vector_head(n, grads.data());
-  const std::size_t vectors = (n - head) / detail::cuda_lanes;
-  const std::size_t items = vectors > 0 ? vectors : n;
-  detail::find_nonfinite_kernel<G><<<detail::grid_for(items), detail::cuda_block, 0, stream>>>(grads.data(), n, head,
-                                                                                               vectors, flag);
+  const std::size_t vectors = detail::lane_groups(n, head);
+  detail::find_nonfinite_kernel<G><<<detail::grid_for(detail::lane_items(n, vectors)), detail::cuda_block, 0, stream>>>(
+      grads.data(), n, head, vectors, flag);
   amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", "find_nonfinite_kernel");
 }
 

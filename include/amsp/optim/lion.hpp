@@ -33,7 +33,7 @@ struct Lion {
     detail::check_range(weight_decay >= 0.0f && detail::finite(weight_decay), name, "weight_decay", weight_decay,
                         "[0, inf)");
   }
-  [[nodiscard]] Coefficients coefficients(std::int64_t step) const {
+  [[nodiscard]] AMSP_HOST_DEVICE Coefficients coefficients(std::int64_t step) const {
     detail::check_step(step);
     return {static_cast<float>(1.0 - static_cast<double>(lr) * static_cast<double>(weight_decay)),
             lr,

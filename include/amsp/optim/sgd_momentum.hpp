@@ -44,7 +44,7 @@ struct SgdMomentum {
           "sgd.nesterov needs momentum > 0 and dampening = 0 (momentum = ", momentum, ", dampening = ", dampening,
           ")");
   }
-  [[nodiscard]] Coefficients coefficients(std::int64_t step) const {
+  [[nodiscard]] AMSP_HOST_DEVICE Coefficients coefficients(std::int64_t step) const {
     detail::check_step(step);
     const bool plain = step == 1 || momentum == 0.0f;
     return {lr,

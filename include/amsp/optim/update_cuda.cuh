@@ -10,6 +10,16 @@
 // across ranks on the device. An engine whose gradient norm already proved the gradients finite
 // passes skip_nonfinite = false and saves the read of the gradients.
 //
+// Two sources of the step's control, one kernel: by value from the host (StepOptions: the
+// coefficients computed on the host) or from device memory (DeviceStepControl: the skip word, the
+// gradient scale and the step counter an earlier kernel wrote; the coefficients are then computed
+// on the device by the same R::coefficients, once per block). The second is what a device engine
+// uses, so that no step waits for the host.
+//
+// Rounding: the kernel runs R::apply in float like update_host's one-lane path. nvcc contracts
+// a * b + c into one FMA by default (--fmad=true), g++ for baseline x86-64 does not, so results
+// differ from update_host in the last bit; built with --fmad=false they are the same bits.
+//
 // Alignment: the body runs eight elements at a time from the first index at which every buffer is
 // 16-byte aligned (shards of 64-byte aligned flat buffers at equal offsets always have one);
 // elements before it, after the last full group, or all of them when no such index exists, take
@@ -22,7 +32,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <span>
+#include <type_traits>
+#include <utility>
 
 #include "amsp/core/cuda_buffer.hpp"
 #include "amsp/core/dtype.hpp"
@@ -39,45 +53,114 @@ struct StatePointers {
   float* p[Count];
 };
 
-template <class R, class G, class P>
+/// The step's control as the host computed it: coefficients and grad_scale by value, and the
+/// optional skip word that find_nonfinite_cuda fills.
+template <class R>
+struct ControlByValue {
+  typename R::Coefficients c;
+  float scale;
+  const unsigned* skipped_flag;  // null: never skip
+  __device__ bool skipped() const { return skipped_flag != nullptr && *skipped_flag != 0u; }
+  __device__ typename R::Coefficients coefficients() const { return c; }
+  __device__ float grad_scale() const { return scale; }
+};
+
+/// The step's control left in device memory by an earlier kernel on the stream (the engine's
+/// device step decision, amsp/engine/device_ops.cuh): the skip word, the gradient scale and the
+/// step counter, from which the rule's coefficients are computed on the device with the rule's own
+/// (host and device) code. Pointers, so that this layer does not depend on the engine's struct.
+template <class R>
+struct ControlInDeviceMemory {
+  R rule;
+  const unsigned* skipped_flag;
+  const float* scale;
+  const std::int64_t* step;
+  __device__ bool skipped() const { return *skipped_flag != 0u; }
+  __device__ typename R::Coefficients coefficients() const { return rule.coefficients(*step); }
+  __device__ float grad_scale() const { return *scale; }
+};
+
+/// The step's coefficients, computed by one thread per block and shared through shared memory
+/// (a rule's coefficients may cost a few double-precision pow calls: once per block, not per thread).
+template <class R, class Control>
+__device__ __forceinline__ typename R::Coefficients block_coefficients(const Control& control) {
+  using C = typename R::Coefficients;
+  __shared__ alignas(C) unsigned char storage[sizeof(C)];
+  if (threadIdx.x == 0) {
+    const C c = control.coefficients();
+    std::memcpy(storage, &c, sizeof(C));
+  }
+  __syncthreads();
+  C c;
+  std::memcpy(&c, storage, sizeof(C));
+  return c;
+}
+
+template <class R, class G, class P, class Control>
 __global__ void __launch_bounds__(cuda_block)
-    update_kernel(typename R::Coefficients c, float* master, StatePointers<R::state_count> states, const G* grads,
-                  P* params, float grad_scale, std::size_t n, std::size_t head, std::size_t vectors,
-                  const unsigned* skipped_flag) {
-  if (skipped_flag != nullptr && *skipped_flag != 0u) return;
+    update_kernel(Control control, float* master, StatePointers<R::state_count> states, const G* grads, P* params,
+                  std::size_t n, std::size_t head, std::size_t vectors) {
+  if (control.skipped()) return;  // the same word for every thread: the whole grid returns
+  const typename R::Coefficients c = block_coefficients<R>(control);
+  const float grad_scale = control.grad_scale();
   constexpr int count = R::state_count;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (std::size_t v = first; v < vectors; v += stride) {
-    const std::size_t i = head + v * cuda_lanes;
-    float p[cuda_lanes], g[cuda_lanes], s[count][cuda_lanes];
-    load8(master + i, p);
-    load8(grads + i, g);
-    for (int k = 0; k < count; ++k) load8(states.p[k] + i, s[k]);
-    for (int l = 0; l < cuda_lanes; ++l) {
-      float lane[count];
-      for (int k = 0; k < count; ++k) lane[k] = s[k][l];
-      R::apply(c, p[l], g[l] * grad_scale, lane);
-      for (int k = 0; k < count; ++k) s[k][l] = lane[k];
-    }
-    store8(master + i, p);
-    for (int k = 0; k < count; ++k) store8(states.p[k] + i, s[k]);
-    if (params != nullptr) store8(params + i, p);
-  }
-  const std::size_t body_end = head + vectors * cuda_lanes;
-  for (std::size_t j = first; j < head + (n - body_end); j += stride) {
-    const std::size_t i = j < head ? j : body_end + (j - head);
-    float p = master[i];
-    float lane[count];
-    for (int k = 0; k < count; ++k) lane[k] = states.p[k][i];
-    R::apply(c, p, to_float(grads[i]) * grad_scale, lane);
-    master[i] = p;
-    for (int k = 0; k < count; ++k) states.p[k][i] = lane[k];
-    if (params != nullptr) params[i] = from_float<P>(p);
-  }
+  walk_lane_groups(
+      n, head, vectors,
+      [&](std::size_t i) {
+        float p[cuda_lanes], g[cuda_lanes], s[count][cuda_lanes];
+        load8(master + i, p);
+        load8(grads + i, g);
+        for (int k = 0; k < count; ++k) load8(states.p[k] + i, s[k]);
+        for (int l = 0; l < cuda_lanes; ++l) {
+          float lane[count];
+          for (int k = 0; k < count; ++k) lane[k] = s[k][l];
+          R::apply(c, p[l], g[l] * grad_scale, lane);
+          for (int k = 0; k < count; ++k) s[k][l] = lane[k];
+        }
+        store8(master + i, p);
+        for (int k = 0; k < count; ++k) store8(states.p[k] + i, s[k]);
+        if (params != nullptr) store8(params + i, p);
+      },
+      [&](std::size_t i) {
+        float p = master[i];
+        float lane[count];
+        for (int k = 0; k < count; ++k) lane[k] = states.p[k][i];
+        R::apply(c, p, to_float(grads[i]) * grad_scale, lane);
+        master[i] = p;
+        for (int k = 0; k < count; ++k) states.p[k][i] = lane[k];
+        if (params != nullptr) params[i] = from_float<P>(p);
+      });
+}
+
+/// Enqueues update_kernel over the shard (sizes already checked; params may be null): the
+/// eight-lane body from the first index at which every buffer is 16-byte aligned.
+template <class R, class G, class P, class Control>
+void launch_update(const Control& control, const ShardState<R>& shard, const G* grads, P* params,
+                   cudaStream_t stream) {
+  const std::size_t n = shard.master.size();
+  if (n == 0) return;
+  StatePointers<R::state_count> states{};
+  for (int k = 0; k < R::state_count; ++k) states.p[k] = shard.states[static_cast<std::size_t>(k)].data();
+  const std::size_t head = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return vector_head(n, shard.master.data(), grads, params, static_cast<const float*>(states.p[K])...);
+  }(std::make_index_sequence<R::state_count>{});
+  const std::size_t vectors = lane_groups(n, head);
+  update_kernel<R, G, P, Control><<<grid_for(lane_items(n, vectors)), cuda_block, 0, stream>>>(
+      control, shard.master.data(), states, grads, params, n, head, vectors);
+  amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", "optimizer update kernel");
 }
 
 }  // namespace detail
+
+/// Where a device update finds the step's control in device memory, written by earlier work on
+/// the same stream (the engine's device step decision): `skipped` (nonzero: touch nothing),
+/// `grad_scale` (multiplied into every gradient) and `step` (the 1-based step the rule's
+/// coefficients are computed for, on the device, by R::coefficients: the host's code).
+struct DeviceStepControl {
+  const unsigned* skipped = nullptr;
+  const float* grad_scale = nullptr;
+  const std::int64_t* step = nullptr;
+};
 
 /// One fused update of a device shard with rule R: the views in `shard`, `grads` (G = float or
 /// bf16) and `params_out` (P = float or bf16, or empty) point to device memory. Enqueued on
@@ -94,25 +177,27 @@ void update_cuda(const R& rule, const ShardState<R>& shard, std::span<const G> g
         "skip_nonfinite needs a device flag word to report the skip in");
   const typename R::Coefficients c = rule.coefficients(opt.step);
   if (opt.skip_nonfinite) find_nonfinite_cuda(grads, skipped_flag, stream);
-  const std::size_t n = shard.master.size();
-  if (n == 0) return;
 
-  detail::StatePointers<R::state_count> states{};
-  for (int k = 0; k < R::state_count; ++k) states.p[k] = shard.states[static_cast<std::size_t>(k)].data();
-  P* const params = params_out.empty() ? nullptr : params_out.data();
-  std::size_t head = n;
-  for (std::size_t h = 0; h < detail::cuda_lanes && h <= n && head == n; ++h) {
-    bool aligned = detail::vector_aligned(shard.master.data(), h) && detail::vector_aligned(grads.data(), h) &&
-                   detail::vector_aligned(params, h);
-    for (int k = 0; k < R::state_count; ++k) aligned = aligned && detail::vector_aligned(states.p[k], h);
-    if (aligned) head = h;
-  }
-  const std::size_t vectors = (n - head) / detail::cuda_lanes;
-  const std::size_t items = vectors > 0 ? vectors : n;
-  detail::update_kernel<R, G, P><<<detail::grid_for(items), detail::cuda_block, 0, stream>>>(
-      c, shard.master.data(), states, grads.data(), params, opt.grad_scale, n, head, vectors,
-      opt.skip_nonfinite ? skipped_flag : nullptr);
-  amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", "optimizer update kernel");
+  detail::launch_update<R>(detail::ControlByValue<R>{c, opt.grad_scale, opt.skip_nonfinite ? skipped_flag : nullptr},
+                           shard, grads.data(), params_out.empty() ? nullptr : params_out.data(), stream);
+}
+
+/// The fused update with the step's control in device memory (see DeviceStepControl): nothing is
+/// read on the host, so the engine enqueues its whole step without waiting for the decision. A
+/// skipped step returns from the kernel before any load. The host checks what it can (sizes,
+/// hyperparameters, non-null control words) and throws amsp::error before enqueuing; the step
+/// counter itself is not checked (it lives on the device; the engine's starts applied steps at 1).
+/// `rule` is taken by value into the kernel: it must be trivially copyable (the built-in rules are).
+template <update_rule R, element_type G, element_type P>
+  requires grad_element<G> && param_element<P>
+void update_cuda(const R& rule, const ShardState<R>& shard, std::span<const G> grads, std::span<P> params_out,
+                 const DeviceStepControl& control, cudaStream_t stream) {
+  static_assert(std::is_trivially_copyable_v<R>, "a rule updated on the device is passed to the kernel by value");
+  detail::check_step_inputs(rule, shard, grads.size(), params_out.size(), StepOptions{});
+  check(control.skipped != nullptr && control.grad_scale != nullptr && control.step != nullptr, "optim.cuda_flag",
+        "the device step control needs its skipped, grad_scale and step words");
+  detail::launch_update<R>(detail::ControlInDeviceMemory<R>{rule, control.skipped, control.grad_scale, control.step},
+                           shard, grads.data(), params_out.empty() ? nullptr : params_out.data(), stream);
 }
 
 }  // namespace amsp::optim

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "amsp/core/config.hpp"
 #include "amsp/core/dtype.hpp"
 #include "amsp/core/error.hpp"
 
@@ -28,8 +29,10 @@ namespace amsp::optim {
 /// - `static constexpr int state_count`: fp32 states per parameter (m, v, momentum, ...);
 /// - `static constexpr std::string_view name`;
 /// - `validate()`: throws amsp::error ("optim.hyperparameter") for out-of-range fields;
-/// - `coefficients(step)`: the per-step constants (bias corrections, ...) computed once on the
-///   host in double and rounded to float, a trivially copyable struct a CUDA kernel takes by value;
+/// - `coefficients(step)`: the per-step constants (bias corrections, ...) computed once per step
+///   in double and rounded to float, a trivially copyable struct a CUDA kernel takes by value;
+///   AMSP_HOST_DEVICE, so that a kernel can compute them from a step counter in device memory
+///   with the same code as the host (amsp/engine/device_ops.cuh);
 /// - `apply<V>(coefficients, p, g, s)`: the element-wise rule on the master weight p, the scaled
 ///   gradient g and the states s[state_count], all of arithmetic type V (float, or a host SIMD
 ///   register). This is the single definition of the rule's arithmetic.
@@ -88,8 +91,13 @@ inline void check_range(bool ok, std::string_view rule, std::string_view field, 
   check(ok, "optim.hyperparameter", rule, ".", field, " = ", value, " is outside ", range);
 }
 inline bool finite(float x) { return x - x == 0.0f; }
-inline void check_step(std::int64_t step) {
+/// Throws for a step < 1 on the host. In device code (a rule's coefficients computed from a device
+/// step counter) nothing can be thrown: the counter is the engine's, which starts the first applied
+/// step at 1, and the device update never computes coefficients for a skipped step.
+AMSP_HOST_DEVICE inline void check_step([[maybe_unused]] std::int64_t step) {
+#if !defined(__CUDA_ARCH__)
   check(step >= 1, "optim.step", "step is ", step, " but steps are counted from 1");
+#endif
 }
 
 /// Checks the sizes and options shared by the host and CUDA entry points.

@@ -13,7 +13,8 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "amsp/comm/detail/watchdog_timing.hpp"
 
 namespace amsp::comm::detail {
 
@@ -50,14 +51,11 @@ struct WatchedCall {
 inline int wait_watched(MPI_Request& request, std::chrono::nanoseconds timeout, const WatchedCall& what) {
   if (timeout.count() <= 0) return MPI_Wait(&request, MPI_STATUS_IGNORE);
   const auto start = std::chrono::steady_clock::now();
-  for (int polls = 0;; ++polls) {
+  for (PollBackoff backoff;; backoff.pause()) {
     int done = 0;
     if (const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE); code != MPI_SUCCESS || done) return code;
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > timeout) watchdog_abort(what, timeout);
-    // Spin briefly (short collectives), then give the core away: ranks are often oversubscribed.
-    if (polls < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 

@@ -1,0 +1,111 @@
+#pragma once
+// Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
+// The gradient reduction chain of one bucket and micro-batch: handed to the space's communication
+// stream by reduce_gradients(b), it reduces through the P group and the G split, accumulates into
+// the G store, and on the last micro-batch reduces to the OS shard and across OS replicas.
+
+#include "amsp/engine/sharded_optimizer.hpp"
+
+namespace amsp {
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket& b, int slot) -> void {
+  detail::comm_after_user(space_);  // the chain reads what the user's compute wrote
+  const bool first = !b.accumulated;
+  const IssueContext at = issue_context();
+  b.accumulated = true;
+  b.reduced = true;
+  Bucket* bucket = &b;
+  reductions_.push_back(space_.submit([this, bucket, slot, first, at] {
+    if (slot >= 0) {
+      reduce(*bucket, grad_pool_.data(slot), first, at);
+      grad_pool_.release(slot);
+    }
+    if (at.last) finish(*bucket, at);
+  }));
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce(Bucket& b, const GradT* full, bool first,
+    const IssueContext& at) -> void {
+  const BucketGeometry& geo = b.geo;
+  int x_slot = -1;
+  const float* x = nullptr;
+  if constexpr (std::is_same_v<GradT, float>) {
+    x = full;
+  } else {
+    x_slot = work_pool_.acquire(geo.n);
+    float* wide = work_pool_.data(x_slot);
+    mem_.convert(lane::comm, full, wide, geo.n);
+    x = wide;
+  }
+  // Where the last reduction stage writes: straight into the G store when it can.
+  const bool direct = std::is_same_v<GradT, float> && first;
+  int z_slot = -1;
+  float* z = nullptr;
+  if (p_comm_ || g_split_comm_) {
+    if (direct) z = reinterpret_cast<float*>(b.g_store.data());
+    else {
+      z_slot = work_pool_.acquire(geo.g.size());
+      z = work_pool_.data(z_slot);
+    }
+  }
+  if (p_comm_ && g_split_comm_) {
+    const int y_slot = work_pool_.acquire(geo.p.size());
+    float* y = work_pool_.data(y_slot);
+    agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
+    p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+    agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+    g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
+    work_pool_.release(y_slot);
+  } else if (p_comm_) {
+    agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+    p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
+  } else if (g_split_comm_) {
+    agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+    g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
+  } else {
+    z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
+  }
+  if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z, first);
+  if (z_slot >= 0) work_pool_.release(z_slot);
+  if (x_slot >= 0) work_pool_.release(x_slot);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::accumulate(Bucket& b, const float* z, bool first) -> void {
+  mem_.accumulate(lane::comm, b.g_store.data(), z, b.g_store.size(), first);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::finish(Bucket& b, const IssueContext& at) -> void {
+  const BucketGeometry& geo = b.geo;
+  int wide_slot = -1;
+  float* g32 = nullptr;
+  if constexpr (std::is_same_v<GradT, float>) {
+    g32 = b.g_store.data();
+  } else {
+    wide_slot = work_pool_.acquire(geo.g.size());
+    g32 = work_pool_.data(wide_slot);
+    mem_.convert(lane::comm, b.g_store.data(), g32, geo.g.size());
+  }
+  if (!whole_tensor()) {
+    if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name, at);
+    if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
+    if (!b.os_grad.empty()) mem_.copy(lane::comm, b.os_grad.data(), g32 + geo.os_in_g, geo.os.size());
+  } else {
+    for (const OwnedSegment& s : b.segments) {
+      float* seg = g32 + s.offset_in_p;
+      if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, at, s.owner);
+      if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
+      if (s.owner == b.spread_position) mem_.copy(lane::comm, b.os_grad.data() + s.offset_in_owner, seg, s.size);
+    }
+  }
+  if (os_replica_comm_ && os_elements(b) > 0)
+    agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name, at);
+  if (os_replica_comm_ && os_elements(b) > 0)
+    os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
+  if (wide_slot >= 0) work_pool_.release(wide_slot);
+}
+
+}  // namespace amsp

@@ -1,0 +1,125 @@
+#pragma once
+// Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
+// Construction and parameters: the sub-communicators, the stores of each bucket, the parameter
+// groups' runs, and set_tensor's writes into the P and OS stores.
+
+#include "amsp/engine/sharded_optimizer.hpp"
+
+namespace amsp {
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::split_communicators() -> void {
+  const auto make = [&](const GroupSet& set, std::optional<Comm>& out) {
+    if (set.group_size() > 1) out.emplace(world_->split(set));
+  };
+  make(groups_.p(), p_comm_);
+  make(groups_.g_split(), g_split_comm_);
+  make(groups_.os_split(), os_split_comm_);
+  make(groups_.spread(), spread_comm_);
+  make(groups_.os_replica(), os_replica_comm_);
+  make(groups_.os(), os_comm_);
+  // The gather stream runs beside the communication stream: its AllGathers get a communicator
+  // of their own, split last so that every rank splits in the same order.
+  if constexpr (Space::concurrent_streams) {
+    check(groups_.p().group_size() == 1 || comm::concurrent_calls_allowed(*world_), "engine.concurrent_calls",
+          "plan ", to_string(plan()), " shards P, so this space's gather stream issues collectives beside its "
+          "communication stream, which this communicator does not allow (MPI: initialise with MPI_THREAD_MULTIPLE)");
+    make(groups_.p(), p_gather_comm_);
+  }
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::add_bucket(BucketSpec spec) -> void {
+  check(!spec.tensors.empty(), "engine.buckets", "bucket '", spec.name, "' has no tensors");
+  for (const Bucket& b : buckets_)
+    check(b.spec.name != spec.name, "engine.buckets", "bucket name '", spec.name, "' appears twice");
+  Bucket b;
+  b.layout = bucket_layout(spec, dtype_of_v<ParamT>, plan(), options_.alignment_bytes);
+  for (const Bucket& other : buckets_)
+    for (const TensorSlot& s : b.layout.slots())
+      for (const TensorSlot& o : other.layout.slots())
+        check(s.name != o.name, "engine.buckets", "tensor name '", s.name, "' appears in two buckets");
+  b.spec = std::move(spec);
+  b.geo = bucket_geometry(b.layout.buffer_size(dtype_of_v<ParamT>), groups_, rank_);
+  b.p_store = store<ParamT>(b.geo.p.size());
+  b.g_store = store<GradT>(b.geo.g.size());
+  const int p_index = groups_.shard_index(Component::params, rank_);
+  const int os_index = groups_.shard_index(Component::optimizer_states, rank_);
+  b.spread_position = os_index - p_index * (plan().os.size() / plan().p.size());
+  std::size_t os_count = b.geo.os.size();
+  if (whole_tensor()) {
+    b.segments = owned_segments(b.layout, b.geo.p, plan().os.size() / plan().p.size());
+    os_count = owned_elements(b.segments, b.spread_position);
+  }
+  b.master = store<float>(os_count);
+  for (int s = 0; s < Rule::state_count; ++s) b.states.emplace_back(os_count);
+  if (whole_tensor() || !std::is_same_v<GradT, float>) b.os_grad = store<float>(os_count);
+  buckets_.push_back(std::move(b));
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::assign_param_groups() -> void {
+  for (const auto& [name, group] : options_.param_groups) {
+    bool found = false;
+    for (const Bucket& b : buckets_)
+      for (const TensorSlot& s : b.layout.slots()) found = found || s.name == name;
+    check(found, "engine.unknown_tensor", "parameter group names tensor '", name, "', which is in no bucket");
+  }
+  for (Bucket& b : buckets_) {
+    for (const TensorSlot& s : b.layout.slots()) {
+      const auto it = options_.param_groups.find(s.name);
+      b.slot_group.push_back(it == options_.param_groups.end() ? 0 : groups_table_.intern(it->second));
+    }
+    for (const OsPiece& piece : os_pieces(b))
+      detail::append_group_runs(b.layout, b.slot_group, piece.bucket_offset, piece.os_offset, piece.count,
+                                b.update_runs);
+  }
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::os_pieces(const Bucket& b) const -> std::vector<OsPiece> {
+  if (!whole_tensor()) return {OsPiece{b.geo.os.begin, 0, b.geo.os.size()}};
+  std::vector<OsPiece> pieces;
+  for (const OwnedSegment& s : b.segments)
+    if (s.owner == b.spread_position) pieces.push_back({b.geo.p.begin + s.offset_in_p, s.offset_in_owner, s.size});
+  return pieces;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+template <tensor_like T>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_tensor(std::string_view name,
+    const T& values) -> void {
+  const tensor_view v = view_of(values);
+  check(v.space == memory_kind::host || v.space == memory_type::kind, "engine.memory_space", "tensor '", name,
+        "' is in ", name_of(v.space), " memory; this engine holds ", name_of(memory_type::kind), " memory");
+  for (Bucket& b : buckets_)
+    for (const TensorSlot& slot : b.layout.slots())
+      if (slot.name == name) {
+        check_equal(v.numel, slot.numel, "engine.tensor_size", "element count of tensor '" + slot.name + "'");
+        visit_dtype(v.type, [&](auto tag) {
+          using E = decltype(tag);
+          set_slot(b, slot, static_cast<const E*>(v.data), v.space);
+        });
+        return;
+      }
+  fail("engine.unknown_tensor", "no tensor named '", name, "' in any bucket");
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+template <class E>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_slot(Bucket& b, const TensorSlot& slot,
+    const E* values, memory_kind where) -> void {
+  wait_spread(b);
+  const ShardRange in_p = slot.range().intersect(b.geo.p);
+  if (in_p.begin < in_p.end)
+    mem_.upload(values + (in_p.begin - slot.offset), where, b.p_store.data() + (in_p.begin - b.geo.p.begin),
+                in_p.end - in_p.begin);
+  for (const OsPiece& piece : os_pieces(b)) {
+    const ShardRange run = slot.range().intersect(ShardRange{piece.bucket_offset, piece.bucket_offset + piece.count});
+    if (run.begin < run.end)
+      mem_.upload(values + (run.begin - slot.offset), where,
+                  b.master.data() + piece.os_offset + (run.begin - piece.bucket_offset), run.end - run.begin);
+  }
+}
+
+}  // namespace amsp

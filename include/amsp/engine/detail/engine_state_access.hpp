@@ -1,0 +1,98 @@
+#pragma once
+// Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
+// Reports and shard access (what checkpoints use): memory and traffic, the optimizer-state
+// shards, hyperparameters and step count, and the parameters refreshed from the master weights.
+
+#include "amsp/engine/sharded_optimizer.hpp"
+
+namespace amsp {
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::memory() const -> MemoryReport {
+  MemoryReport m;
+  for (const Bucket& b : buckets_) {
+    m.params += b.p_store.size_bytes();
+    m.grads += b.g_store.size_bytes();
+    m.optimizer_states += b.master.size_bytes();
+    for (const auto& s : b.states) m.optimizer_states += s.size_bytes();
+    m.scratch += b.os_grad.size_bytes();
+  }
+  m.scratch += gather_pool_.bytes() + grad_pool_.bytes() + work_pool_.bytes();
+  return m;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::expected_traffic(int micro_batches,
+    int gathers_per_micro_batch) const -> TrafficExpectation {
+  std::vector<FlatLayout> layouts;
+  for (const Bucket& b : buckets_) layouts.push_back(b.layout);
+  TrafficScenario scenario;
+  scenario.micro_batches = micro_batches;
+  scenario.gathers_per_micro_batch = gathers_per_micro_batch;
+  scenario.param_bytes = sizeof(ParamT);
+  scenario.os_layout = options_.os_layout;
+  scenario.grad_norm = options_.max_grad_norm > 0.0f || options_.skip_nonfinite;
+  return amsp::expected_traffic(groups_, layouts, scenario, rank_);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::os_shard_runs(int b) const -> std::vector<OsShardRun> {
+  std::vector<OsShardRun> runs;
+  for (const OsPiece& piece : os_pieces(at(b))) runs.push_back({piece.bucket_offset, piece.os_offset, piece.count});
+  return runs;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::master_shard(int b) -> std::span<float> {
+  Bucket& bucket = at(b);
+  wait_spread(bucket);
+  return {bucket.master.data(), bucket.master.size()};
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::state_shard(int b, int s) -> std::span<float> {
+  Bucket& bucket = at(b);
+  check(s >= 0 && s < Rule::state_count, "engine.unknown_state", "state index ", s, " is outside [0, ",
+        Rule::state_count, ") for rule ", Rule::name);
+  wait_spread(bucket);
+  return {bucket.states[static_cast<std::size_t>(s)].data(), bucket.states[static_cast<std::size_t>(s)].size()};
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_rule(const Rule& rule) -> void {
+  rule.validate();
+  for (const ParamGroup& g : groups_table_.values()) detail::rule_for_group(rule, g).validate();
+  rule_ = rule;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::param_group(
+    std::string_view name) const -> const ParamGroup& {
+  for (const Bucket& b : buckets_)
+    for (std::size_t k = 0; k < b.layout.slots().size(); ++k)
+      if (b.layout.slots()[k].name == name) return groups_table_.values()[static_cast<std::size_t>(b.slot_group[k])];
+  fail("engine.unknown_tensor", "no tensor named '", name, "' in any bucket");
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_steps(std::int64_t steps) -> void {
+  check(steps >= 0, "engine.step_count", "step count ", steps, " must be >= 0");
+  if constexpr (requires { mem_.set_steps(steps); }) {  // a device space's count lives on the device
+    synchronize();
+    mem_.set_steps(steps);
+  }
+  step_ = steps;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::refresh_params_from_master() -> void {
+  check(!open_, "engine.step_pending", "refresh_params_from_master() inside a micro-batch");
+  for (Bucket& b : buckets_) {
+    wait_spread(b);
+    check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
+          "' is still gathered; release it before refresh_params_from_master()");
+    refresh_and_spread(b);
+  }
+}
+
+}  // namespace amsp

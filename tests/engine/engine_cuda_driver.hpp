@@ -1,0 +1,70 @@
+#pragma once
+// Host declarations of the CUDA space's engine tests; engine_cuda_driver.cu (nvcc) defines them,
+// test_engine_cuda.cpp (g++, doctest) calls them: doctest's macros stay out of nvcc.
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "amsp/engine/options.hpp"
+#include "amsp/sharding/mesh.hpp"
+#include "amsp/sharding/plan.hpp"
+#include "engine_runner.hpp"
+
+namespace amsp::test {
+
+/// A usable CUDA device is present.
+bool cuda_device_present();
+
+/// Ends the program with 77 (ctest: skipped) where no device is present; every device test case
+/// calls it first, whatever order doctest runs them in.
+inline void require_gpu() {
+  if (!cuda_device_present()) {
+    std::puts("no CUDA device: skipped");
+    std::exit(77);
+  }
+}
+
+/// The parity job (engine_runner.hpp) with amsp::CudaAsync on threads ranks over device memory,
+/// every rank on the current device; the final parameters every rank sees.
+template <class Rule, class ParamT>
+Params run_threads_cuda(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job);
+
+/// Tag of the parity suite's cases on the CUDA space (parity_cases.hpp routes it to the driver).
+struct CudaThreads {};
+
+template <>
+struct ParityRunner<CudaThreads> {
+  template <class Rule, class ParamT>
+  static Params run(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    require_gpu();
+    return run_threads_cuda<Rule, ParamT>(mesh, plan, rule, job);
+  }
+};
+
+/// The parity job on one rank with the NCCL communicator (bootstrapped from a unique id, no MPI)
+/// and amsp::CudaAsync; built where NCCL is (AMSP_HAS_NCCL).
+Params run_nccl_one_rank_cuda(const JobConfig& job);
+
+/// Memory spaces on a one-rank CudaAsync engine: the rules of the errors for host tensors handed
+/// to reduce_gradients(b, tensors) and gather_into(b, tensors), and whether device values set by
+/// set_tensor come back bit for bit through gather_into into device tensors.
+struct MemorySpaceReport {
+  std::string reduce_host_rule;
+  std::string gather_into_host_rule;
+  bool device_tensors_round_trip = false;
+};
+MemorySpaceReport cuda_engine_memory_spaces();
+
+/// What the no-host-synchronisation check saw on each rank: a kernel on the user's stream holds
+/// it (spinning on a host-mapped flag, for at most `hold_seconds`) while the rank issues a whole
+/// micro-batch, step() and the next forward's gathers; then the flag is released.
+struct NoHostSyncReport {
+  double slowest_issue_seconds = 0;  ///< the longest any rank took to issue its calls
+  bool user_stream_still_held = true;  ///< on every rank, the hold kernel still ran after the calls
+  std::int64_t applied_steps = 0;      ///< last_step_result().step afterwards (rank 0): 2 expected
+  double hold_seconds = 0;
+};
+NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string& plan, double hold_seconds);
+
+}  // namespace amsp::test
