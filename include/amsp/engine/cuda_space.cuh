@@ -167,7 +167,9 @@ public:
   [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
 
   void user_after(std::uint64_t ticket) {
-    if (ticket == 0 || *completed_ >= ticket) return;  // done already: nothing to wait for
+    const unsigned long long completed =
+        __atomic_load_n(const_cast<const unsigned long long*>(completed_), __ATOMIC_ACQUIRE);
+    if (ticket == 0 || completed >= ticket) return;  // done already: nothing to wait for
     detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(completed_on_device_,
                                                                           static_cast<unsigned long long>(ticket));
     detail::cuda_call(cudaGetLastError(), "the launch of the ticket wait on the user's stream");
