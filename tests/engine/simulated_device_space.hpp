@@ -94,8 +94,7 @@ public:
 
   [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
                                                    std::int64_t /*steps_so_far: kept here*/) {
-    control_ = decide_step(*norm_sum(), average, loss_scale, options.max_grad_norm, options.skip_nonfinite,
-                           control_.step);
+    control_ = *HostMemory::decide(average, loss_scale, options, control_.step);
     return std::nullopt;
   }
   template <optim::update_rule R, class P>

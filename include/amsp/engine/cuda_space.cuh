@@ -276,15 +276,18 @@ public:
   }
 
   // ---- the step decision, on the communication stream -----------------------------------------
-  void reserve_norm(std::size_t largest_os_shard) {
+  void reserve_norm(std::size_t /*buckets*/, std::size_t largest_os_shard) {
     workspace_ = cuda_buffer<unsigned char>(device_ops::sum_of_squares_workspace<float>(largest_os_shard));
   }
-  void reset_norm() { device_ops::reset_sum_of_squares(control_.data(), comm_); }
-  void add_sum_of_squares(const float* grads, std::size_t n) {
+  /// Adds bucket b's part to control->sum_sq (in the order the chains finish: the device sums in
+  /// its own order anyway; the sum is deterministic run to run).
+  void norm_part(std::size_t /*bucket*/, const float* grads, std::size_t n) {
     device_ops::add_sum_of_squares(grads, n, control_.data(), workspace_.data(), workspace_.size(), comm_);
   }
   /// control->sum_sq in device memory: the engine's AllReduce over the OS group runs on it.
   [[nodiscard]] double* norm_sum() { return &control_.data()->sum_sq; }
+  /// After the decision read it: the next step's parts add from zero (a fresh control is zero).
+  void reset_norm() { device_ops::reset_sum_of_squares(control_.data(), comm_); }
   [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
                                                    std::int64_t /*steps_so_far: on the device*/) {
     device_ops::decide_step(control_.data(), average, loss_scale, options.max_grad_norm, options.skip_nonfinite,
