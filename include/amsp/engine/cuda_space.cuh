@@ -7,7 +7,7 @@
 //       comm, mesh, plan, rule, buckets, options, amsp::CudaStreams{.user = my_stream});
 //
 // Memory: every store (P, G, OS, the fp32 OS gradients) and every scratch buffer is device memory
-// (cuda_buffer). Stores and the step control are allocated at construction; the scratch pools
+// (stream_ordered_buffer below). Stores and the step control are allocated at construction; the scratch pools
 // grow only while the schedule reaches its high-water mark (the first micro-batches of the first
 // step, and again only if the call pattern changes), never in a steady-state step.
 //
@@ -42,6 +42,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <type_traits>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -108,6 +110,76 @@ public:
 private:
   std::mutex mutex_;
   std::vector<cudaEvent_t> free_;
+};
+
+/// The stream device memory is allocated and zeroed on: one of its own (never destroyed), so that
+/// an allocation neither waits for nor is waited by the engine's or the user's streams.
+inline cudaStream_t allocation_stream() {
+  static const cudaStream_t stream = [] {
+    cudaStream_t s{};
+    cuda_call(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (allocations)");
+    return s;
+  }();
+  return stream;
+}
+
+/// The stores and scratch of CudaAsync: zeroed device memory from cudaMallocAsync and
+/// cudaMemsetAsync on allocation_stream(), synchronised with that stream alone. Not cuda_buffer's
+/// cudaMalloc + cudaMemset on purpose: cudaMemset runs on the legacy default stream, which waits
+/// for every blocking stream, and the user's stream (e.g. the per-thread default stream) may hold
+/// a ticket wait for the very task that grows a scratch pool in the first step: a deadlock.
+template <class T>
+class stream_ordered_buffer {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+public:
+  stream_ordered_buffer() = default;
+  explicit stream_ordered_buffer(std::size_t count) : size_(count) {
+    if (count == 0) return;
+    check(count <= std::numeric_limits<std::size_t>::max() / sizeof(T), "buffer.size", "device buffer of ", count,
+          " elements of ", sizeof(T), " bytes overflows size_t");
+    const cudaStream_t stream = allocation_stream();
+    void* p = nullptr;
+    check_cuda(cudaMallocAsync(&p, count * sizeof(T), stream), "cuda.malloc", "cudaMallocAsync of ",
+               count * sizeof(T), " bytes");
+    data_ = static_cast<T*>(p);
+    const cudaError_t zeroed = cudaMemsetAsync(p, 0, count * sizeof(T), stream);
+    const cudaError_t synced = zeroed == cudaSuccess ? cudaStreamSynchronize(stream) : zeroed;
+    if (synced != cudaSuccess) {
+      release();
+      check_cuda(synced, "cuda.memset", "zeroing a new device buffer");
+    }
+  }
+  stream_ordered_buffer(const stream_ordered_buffer&) = delete;
+  stream_ordered_buffer& operator=(const stream_ordered_buffer&) = delete;
+  stream_ordered_buffer(stream_ordered_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  stream_ordered_buffer& operator=(stream_ordered_buffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  /// The engine destroys its buffers after its space synchronised every stream that used them.
+  ~stream_ordered_buffer() { release(); }
+
+  [[nodiscard]] T* data() noexcept { return data_; }
+  [[nodiscard]] const T* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+private:
+  void release() noexcept {
+    if (data_ != nullptr) (void)cudaFreeAsync(data_, allocation_stream());
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
 };
 
 }  // namespace detail
@@ -236,7 +308,7 @@ class CudaMemory {
 public:
   static constexpr memory_kind kind = memory_kind::cuda;
   template <class T>
-  using buffer = cuda_buffer<T>;
+  using buffer = detail::stream_ordered_buffer<T>;
 
   explicit CudaMemory(CudaAsync& space)
       : user_(space.user_stream()), comm_(space.comm_stream()), control_(1) {}
@@ -277,7 +349,7 @@ public:
 
   // ---- the step decision, on the communication stream -----------------------------------------
   void reserve_norm(std::size_t /*buckets*/, std::size_t largest_os_shard) {
-    workspace_ = cuda_buffer<unsigned char>(device_ops::sum_of_squares_workspace<float>(largest_os_shard));
+    workspace_ = detail::stream_ordered_buffer<unsigned char>(device_ops::sum_of_squares_workspace<float>(largest_os_shard));
   }
   /// Adds bucket b's part to control->sum_sq (in the order the chains finish: the device sums in
   /// its own order anyway; the sum is deterministic run to run).
@@ -303,7 +375,9 @@ public:
   /// The last decision, read back (the engine synchronised first).
   [[nodiscard]] StepResult read_decision() {
     device_ops::StepControl host{};
-    control_.copy_to_host(&host, 1);
+    detail::cuda_call(cudaMemcpyAsync(&host, control_.data(), sizeof host, cudaMemcpyDeviceToHost, comm_),
+                      "cudaMemcpyAsync of the step control");
+    detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize");
     return device_ops::step_result(host);
   }
   void set_steps(std::int64_t steps) {
@@ -316,8 +390,8 @@ private:
 
   cudaStream_t user_;
   cudaStream_t comm_;
-  cuda_buffer<device_ops::StepControl> control_;
-  cuda_buffer<unsigned char> workspace_;
+  detail::stream_ordered_buffer<device_ops::StepControl> control_;
+  detail::stream_ordered_buffer<unsigned char> workspace_;
 };
 
 }  // namespace amsp
