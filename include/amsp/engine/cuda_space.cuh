@@ -63,7 +63,11 @@
 namespace amsp {
 
 /// What a CudaAsync engine is built with: the stream the user's forward and backward kernels run
-/// on (default: the constructing thread's per-thread default stream). Not owned.
+/// on (default: the constructing thread's per-thread default stream). Not owned. Not the legacy
+/// default stream (rule engine.cuda_stream); and while a step's work is in flight, issue nothing
+/// on the legacy default stream either: with the threads backend, whose data phase runs on the
+/// worker's per-thread stream (a blocking stream, ordered after legacy-stream work), such work
+/// could wait behind a ticket wait on the user's stream for the task the worker is running.
 struct CudaStreams {
   cudaStream_t user = cudaStreamPerThread;
 };
@@ -195,6 +199,10 @@ public:
   using memory_type = CudaMemory;
 
   explicit CudaAsync(const CudaStreams& streams = {}) : user_(streams.user) {
+    check(user_ != nullptr && user_ != cudaStreamLegacy, "engine.cuda_stream",
+          "the user's stream of a CudaAsync engine is the legacy default stream, which every blocking "
+          "stream (the threads backend's per-thread streams among them) waits for: pass a stream of your own "
+          "or cudaStreamPerThread");
     detail::cuda_call(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     void* mapped = nullptr;
     const cudaError_t allocated = cudaHostAlloc(&mapped, sizeof(unsigned long long), cudaHostAllocMapped);
