@@ -8,10 +8,11 @@
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
-//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0]
+//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
-// --intra-latency and --inter-latency seconds per algorithm step (default 0).
+// --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
+// seconds is added to every collective call (Cluster::call_overhead_s).
 
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +111,8 @@ int run(int argc, char** argv) {
   cluster.links = Links{a.number("intra-gbytes", 2.0) * 1e9, a.number("node-gbit", 1.0) * 1e9 / 8,
                         a.number("intra-latency", 0.0), a.number("inter-latency", 0.0)};
   if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
+  cluster.call_overhead_s = a.number("call-overhead", 0.0);
+  check(cluster.call_overhead_s >= 0, "cli.value", "--call-overhead must be >= 0 seconds");
   const double kappa = a.number("overlap-slowdown", 0.0);
   // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
   // communication, all of the model's parameters updated), or given directly.

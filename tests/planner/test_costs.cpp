@@ -69,6 +69,14 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   CHECK(!c.measured(op_kind::all_gather, {2, 1}));
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
         doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links)));
+  // The overhead per call joins profiled and analytic times alike, never a group of one.
+  c.call_overhead_s = 0.002;
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.003));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
+        doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links) + 0.002));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {1, 1}) == 0.0);
+  c.call_overhead_s = -1e-3;
+  CHECK_THROWS_WITH(validate(c), doctest::Contains("overhead per collective call"));
 }
 
 TEST_CASE("profile: malformed profiles are errors naming the entry") {

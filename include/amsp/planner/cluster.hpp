@@ -46,14 +46,21 @@ struct Cluster {
   double overlap_slowdown = 0;
   Links links{};
   std::optional<BandwidthProfile> profile;  ///< measured; the analytic model fills its gaps
+  /// Seconds every collective call costs on top of its transfer, profiled or analytic: the wait
+  /// for the group's last rank to arrive from compute. A profile times collectives back to back,
+  /// every rank already waiting, so it cannot see it; in training each call waits for the slowest
+  /// rank's compute to end (on an oversubscribed CPU a scheduling slice: milliseconds, the emulated
+  /// cluster of docs/cluster.md; on GPUs launch and synchronisation skew: microseconds). Calibrated
+  /// from a training run (docs/planner.md); 0 by default.
+  double call_overhead_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the profile when it has
   /// that op and shape, the analytic α–β model otherwise.
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
     if (profile)
-      if (const auto t = profile->seconds(op, group, bytes)) return *t;
-    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
+      if (const auto t = profile->seconds(op, group, bytes)) return *t + call_overhead_s;
+    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links) + call_overhead_s;
   }
   /// True when the time of `op` on `group` comes from a measurement.
   [[nodiscard]] bool measured(comm::op_kind op, Factor group) const { return profile && profile->has(op, group); }
@@ -67,6 +74,8 @@ inline void validate(const Cluster& c) {
   check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
         "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
         c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
+  check(c.call_overhead_s >= 0, "planner.cluster", "cluster '", c.name,
+        "': the overhead per collective call must be non-negative, got ", c.call_overhead_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&
