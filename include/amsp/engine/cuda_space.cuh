@@ -365,7 +365,7 @@ public:
     device_ops::add_sum_of_squares(grads, n, control_.data(), workspace_.data(), workspace_.size(), comm_);
   }
   /// control->sum_sq in device memory: the engine's AllReduce over the OS group runs on it.
-  [[nodiscard]] double* norm_sum() { return &control_.data()->sum_sq; }
+  [[nodiscard]] double* norm_sum() { return device_ops::sum_sq_word(control_.data()); }
   /// After the decision read it: the next step's parts add from zero (a fresh control is zero).
   void reset_norm() { device_ops::reset_sum_of_squares(control_.data(), comm_); }
   [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
