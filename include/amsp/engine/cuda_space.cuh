@@ -63,7 +63,8 @@
 namespace amsp {
 
 /// What a CudaAsync engine is built with: the stream the user's forward and backward kernels run
-/// on (default: the constructing thread's per-thread default stream). Not owned. Not the legacy
+/// on (default: the constructing thread's per-thread default stream), on the device current when
+/// the engine is constructed (the engine's device: its worker thread makes it current). Not owned. Not the legacy
 /// default stream (rule engine.cuda_stream); and while a step's work is in flight, issue nothing
 /// on the legacy default stream either: with the threads backend, whose data phase runs on the
 /// worker's per-thread stream (a blocking stream, ordered after legacy-stream work), such work
@@ -116,14 +117,19 @@ private:
   std::vector<cudaEvent_t> free_;
 };
 
-/// The stream device memory is allocated and zeroed on: one of its own (never destroyed), so that
-/// an allocation neither waits for nor is waited by the engine's or the user's streams.
+/// The stream device memory of the current device is allocated and zeroed on: one of its own per
+/// device (never destroyed), so that an allocation neither waits for nor is waited by the engine's
+/// or the user's streams.
 inline cudaStream_t allocation_stream() {
-  static const cudaStream_t stream = [] {
-    cudaStream_t s{};
-    cuda_call(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (allocations)");
-    return s;
-  }();
+  int device = 0;
+  cuda_call(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::vector<cudaStream_t> streams;  // by device
+  std::lock_guard lock(mutex);
+  if (streams.size() <= static_cast<std::size_t>(device)) streams.resize(static_cast<std::size_t>(device) + 1);
+  cudaStream_t& stream = streams[static_cast<std::size_t>(device)];
+  if (stream == nullptr)
+    cuda_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (allocations)");
   return stream;
 }
 
@@ -203,6 +209,7 @@ public:
           "the user's stream of a CudaAsync engine is the legacy default stream, which every blocking "
           "stream (the threads backend's per-thread streams among them) waits for: pass a stream of your own "
           "or cudaStreamPerThread");
+    detail::cuda_call(cudaGetDevice(&device_), "cudaGetDevice");
     detail::cuda_call(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     void* mapped = nullptr;
     const cudaError_t allocated = cudaHostAlloc(&mapped, sizeof(unsigned long long), cudaHostAllocMapped);
@@ -261,7 +268,8 @@ public:
     // At the task's place in the FIFO: a wait enqueued now could land before stream work of earlier
     // tasks that the user's stream itself waits for (a cycle).
     (void)worker_->submit([this, e] {
-      const cudaError_t waited = cudaStreamWaitEvent(comm_, e, 0);
+      const cudaError_t current = cudaSetDevice(device_);
+      const cudaError_t waited = current == cudaSuccess ? cudaStreamWaitEvent(comm_, e, 0) : current;
       events_.give(e);
       detail::cuda_call(waited, "cudaStreamWaitEvent of the communication stream");
     });
@@ -290,6 +298,8 @@ private:
     return worker_->submit([this, t = std::move(task), ticket] {
       std::exception_ptr failure;
       try {
+        // The worker's kernels, streams and allocations are on the engine's device.
+        detail::cuda_call(cudaSetDevice(device_), "cudaSetDevice on the engine's worker thread");
         t();
       } catch (...) {
         failure = std::current_exception();
@@ -302,6 +312,7 @@ private:
   }
 
   cudaStream_t user_;
+  int device_ = 0;  // the current device at construction: the engine's
   cudaStream_t comm_{};
   volatile unsigned long long* completed_ = nullptr;     // host view of the counter
   unsigned long long* completed_on_device_ = nullptr;    // device view of the same memory
