@@ -73,6 +73,20 @@ Params run_nccl_one_rank_cuda(const JobConfig& job) {
 }
 #endif
 
+std::string rule_for_legacy_user_stream() {
+  std::string rule = "(no error)";
+  comm::run_on_threads(1, [&](comm::ThreadsCommunicator& comm) {
+    const Mesh mesh(1, 1);
+    try {
+      ShardedOptimizer<comm::ThreadsCommunicator, optim::AdamW, float, float, CudaAsync> opt(
+          comm, mesh, parse_plan("ddp", mesh), optim::AdamW{}, odd_model(), EngineOptions{}, CudaStreams{nullptr});
+    } catch (const amsp::error& e) {
+      rule = e.rule();
+    }
+  });
+  return rule;
+}
+
 MemorySpaceReport cuda_engine_memory_spaces() {
   MemorySpaceReport report;
   comm::run_on_threads(1, [&](comm::ThreadsCommunicator& comm) {

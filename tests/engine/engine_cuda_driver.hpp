@@ -56,6 +56,9 @@ struct MemorySpaceReport {
 };
 MemorySpaceReport cuda_engine_memory_spaces();
 
+/// The rule of the error for a CudaAsync engine whose user stream is the legacy default stream.
+std::string rule_for_legacy_user_stream();
+
 /// What the no-host-synchronisation check saw on each rank: a kernel on the user's stream holds
 /// it (spinning on a host-mapped flag, for at most `hold_seconds`) while the rank issues a whole
 /// micro-batch, step() and the next forward's gathers; then the flag is released.

@@ -62,6 +62,11 @@ TEST_CASE("a CUDA engine takes device tensors and rejects host tensors where it 
   CHECK(r.device_tensors_round_trip);
 }
 
+TEST_CASE("a CUDA engine refuses the legacy default stream as the user's stream") {
+  require_gpu();
+  CHECK(amsp::test::rule_for_legacy_user_stream() == "engine.cuda_stream");
+}
+
 TEST_CASE("a step never waits for the user's stream") {
   require_gpu();
   for (const char* plan : {"ddp", "zero3", "amsp-13b"}) {

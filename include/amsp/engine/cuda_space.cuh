@@ -7,7 +7,7 @@
 //       comm, mesh, plan, rule, buckets, options, amsp::CudaStreams{.user = my_stream});
 //
 // Memory: every store (P, G, OS, the fp32 OS gradients) and every scratch buffer is device memory
-// (cuda_buffer). Stores and the step control are allocated at construction; the scratch pools
+// (stream_ordered_buffer below). Stores and the step control are allocated at construction; the scratch pools
 // grow only while the schedule reaches its high-water mark (the first micro-batches of the first
 // step, and again only if the call pattern changes), never in a steady-state step.
 //
@@ -42,6 +42,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <type_traits>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -61,7 +63,12 @@
 namespace amsp {
 
 /// What a CudaAsync engine is built with: the stream the user's forward and backward kernels run
-/// on (default: the constructing thread's per-thread default stream). Not owned.
+/// on (default: the constructing thread's per-thread default stream), on the device current when
+/// the engine is constructed (the engine's device: its worker thread makes it current). Not owned. Not the legacy
+/// default stream (rule engine.cuda_stream); and while a step's work is in flight, issue nothing
+/// on the legacy default stream either: with the threads backend, whose data phase runs on the
+/// worker's per-thread stream (a blocking stream, ordered after legacy-stream work), such work
+/// could wait behind a ticket wait on the user's stream for the task the worker is running.
 struct CudaStreams {
   cudaStream_t user = cudaStreamPerThread;
 };
@@ -110,6 +117,81 @@ private:
   std::vector<cudaEvent_t> free_;
 };
 
+/// The stream device memory of the current device is allocated and zeroed on: one of its own per
+/// device (never destroyed), so that an allocation neither waits for nor is waited by the engine's
+/// or the user's streams.
+inline cudaStream_t allocation_stream() {
+  int device = 0;
+  cuda_call(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::vector<cudaStream_t> streams;  // by device
+  std::lock_guard lock(mutex);
+  if (streams.size() <= static_cast<std::size_t>(device)) streams.resize(static_cast<std::size_t>(device) + 1);
+  cudaStream_t& stream = streams[static_cast<std::size_t>(device)];
+  if (stream == nullptr)
+    cuda_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (allocations)");
+  return stream;
+}
+
+/// The stores and scratch of CudaAsync: zeroed device memory from cudaMallocAsync and
+/// cudaMemsetAsync on allocation_stream(), synchronised with that stream alone. Not cuda_buffer's
+/// cudaMalloc + cudaMemset on purpose: cudaMemset runs on the legacy default stream, which waits
+/// for every blocking stream, and the user's stream (e.g. the per-thread default stream) may hold
+/// a ticket wait for the very task that grows a scratch pool in the first step: a deadlock.
+template <class T>
+class stream_ordered_buffer {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+public:
+  stream_ordered_buffer() = default;
+  explicit stream_ordered_buffer(std::size_t count) : size_(count) {
+    if (count == 0) return;
+    check(count <= std::numeric_limits<std::size_t>::max() / sizeof(T), "buffer.size", "device buffer of ", count,
+          " elements of ", sizeof(T), " bytes overflows size_t");
+    const cudaStream_t stream = allocation_stream();
+    void* p = nullptr;
+    check_cuda(cudaMallocAsync(&p, count * sizeof(T), stream), "cuda.malloc", "cudaMallocAsync of ",
+               count * sizeof(T), " bytes");
+    data_ = static_cast<T*>(p);
+    const cudaError_t zeroed = cudaMemsetAsync(p, 0, count * sizeof(T), stream);
+    const cudaError_t synced = zeroed == cudaSuccess ? cudaStreamSynchronize(stream) : zeroed;
+    if (synced != cudaSuccess) {
+      release();
+      check_cuda(synced, "cuda.memset", "zeroing a new device buffer");
+    }
+  }
+  stream_ordered_buffer(const stream_ordered_buffer&) = delete;
+  stream_ordered_buffer& operator=(const stream_ordered_buffer&) = delete;
+  stream_ordered_buffer(stream_ordered_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  stream_ordered_buffer& operator=(stream_ordered_buffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  /// The engine destroys its buffers after its space synchronised every stream that used them.
+  ~stream_ordered_buffer() { release(); }
+
+  [[nodiscard]] T* data() noexcept { return data_; }
+  [[nodiscard]] const T* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+private:
+  void release() noexcept {
+    if (data_ != nullptr) (void)cudaFreeAsync(data_, allocation_stream());
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 }  // namespace detail
 
 class CudaMemory;
@@ -123,6 +205,11 @@ public:
   using memory_type = CudaMemory;
 
   explicit CudaAsync(const CudaStreams& streams = {}) : user_(streams.user) {
+    check(user_ != nullptr && user_ != cudaStreamLegacy, "engine.cuda_stream",
+          "the user's stream of a CudaAsync engine is the legacy default stream, which every blocking "
+          "stream (the threads backend's per-thread streams among them) waits for: pass a stream of your own "
+          "or cudaStreamPerThread");
+    detail::cuda_call(cudaGetDevice(&device_), "cudaGetDevice");
     detail::cuda_call(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     void* mapped = nullptr;
     const cudaError_t allocated = cudaHostAlloc(&mapped, sizeof(unsigned long long), cudaHostAllocMapped);
@@ -167,7 +254,9 @@ public:
   [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
 
   void user_after(std::uint64_t ticket) {
-    if (ticket == 0 || *completed_ >= ticket) return;  // done already: nothing to wait for
+    const unsigned long long completed =
+        __atomic_load_n(const_cast<const unsigned long long*>(completed_), __ATOMIC_ACQUIRE);
+    if (ticket == 0 || completed >= ticket) return;  // done already: nothing to wait for
     detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(completed_on_device_,
                                                                           static_cast<unsigned long long>(ticket));
     detail::cuda_call(cudaGetLastError(), "the launch of the ticket wait on the user's stream");
@@ -179,7 +268,8 @@ public:
     // At the task's place in the FIFO: a wait enqueued now could land before stream work of earlier
     // tasks that the user's stream itself waits for (a cycle).
     (void)worker_->submit([this, e] {
-      const cudaError_t waited = cudaStreamWaitEvent(comm_, e, 0);
+      const cudaError_t current = cudaSetDevice(device_);
+      const cudaError_t waited = current == cudaSuccess ? cudaStreamWaitEvent(comm_, e, 0) : current;
       events_.give(e);
       detail::cuda_call(waited, "cudaStreamWaitEvent of the communication stream");
     });
@@ -208,6 +298,8 @@ private:
     return worker_->submit([this, t = std::move(task), ticket] {
       std::exception_ptr failure;
       try {
+        // The worker's kernels, streams and allocations are on the engine's device.
+        detail::cuda_call(cudaSetDevice(device_), "cudaSetDevice on the engine's worker thread");
         t();
       } catch (...) {
         failure = std::current_exception();
@@ -220,6 +312,7 @@ private:
   }
 
   cudaStream_t user_;
+  int device_ = 0;  // the current device at construction: the engine's
   cudaStream_t comm_{};
   volatile unsigned long long* completed_ = nullptr;     // host view of the counter
   unsigned long long* completed_on_device_ = nullptr;    // device view of the same memory
@@ -234,7 +327,7 @@ class CudaMemory {
 public:
   static constexpr memory_kind kind = memory_kind::cuda;
   template <class T>
-  using buffer = cuda_buffer<T>;
+  using buffer = detail::stream_ordered_buffer<T>;
 
   explicit CudaMemory(CudaAsync& space)
       : user_(space.user_stream()), comm_(space.comm_stream()), control_(1) {}
@@ -274,15 +367,18 @@ public:
   }
 
   // ---- the step decision, on the communication stream -----------------------------------------
-  void reserve_norm(std::size_t largest_os_shard) {
-    workspace_ = cuda_buffer<unsigned char>(device_ops::sum_of_squares_workspace<float>(largest_os_shard));
+  void reserve_norm(std::size_t /*buckets*/, std::size_t largest_os_shard) {
+    workspace_ = detail::stream_ordered_buffer<unsigned char>(device_ops::sum_of_squares_workspace<float>(largest_os_shard));
   }
-  void reset_norm() { device_ops::reset_sum_of_squares(control_.data(), comm_); }
-  void add_sum_of_squares(const float* grads, std::size_t n) {
+  /// Adds bucket b's part to control->sum_sq (in the order the chains finish: the device sums in
+  /// its own order anyway; the sum is deterministic run to run).
+  void norm_part(std::size_t /*bucket*/, const float* grads, std::size_t n) {
     device_ops::add_sum_of_squares(grads, n, control_.data(), workspace_.data(), workspace_.size(), comm_);
   }
   /// control->sum_sq in device memory: the engine's AllReduce over the OS group runs on it.
-  [[nodiscard]] double* norm_sum() { return &control_.data()->sum_sq; }
+  [[nodiscard]] double* norm_sum() { return device_ops::sum_sq_word(control_.data()); }
+  /// After the decision read it: the next step's parts add from zero (a fresh control is zero).
+  void reset_norm() { device_ops::reset_sum_of_squares(control_.data(), comm_); }
   [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
                                                    std::int64_t /*steps_so_far: on the device*/) {
     device_ops::decide_step(control_.data(), average, loss_scale, options.max_grad_norm, options.skip_nonfinite,
@@ -298,7 +394,9 @@ public:
   /// The last decision, read back (the engine synchronised first).
   [[nodiscard]] StepResult read_decision() {
     device_ops::StepControl host{};
-    control_.copy_to_host(&host, 1);
+    detail::cuda_call(cudaMemcpyAsync(&host, control_.data(), sizeof host, cudaMemcpyDeviceToHost, comm_),
+                      "cudaMemcpyAsync of the step control");
+    detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize");
     return device_ops::step_result(host);
   }
   void set_steps(std::int64_t steps) {
@@ -311,8 +409,8 @@ private:
 
   cudaStream_t user_;
   cudaStream_t comm_;
-  cuda_buffer<device_ops::StepControl> control_;
-  cuda_buffer<unsigned char> workspace_;
+  detail::stream_ordered_buffer<device_ops::StepControl> control_;
+  detail::stream_ordered_buffer<unsigned char> workspace_;
 };
 
 }  // namespace amsp

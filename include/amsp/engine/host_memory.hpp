@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "amsp/core/buffer.hpp"
 #include "amsp/core/dtype.hpp"
@@ -74,12 +75,22 @@ public:
   }
 
   // ---- the step decision (on the communication lane) -------------------------------------------
-  void reset_norm() { sum_sq_ = 0.0; }
-  void add_sum_of_squares(const float* grads, std::size_t n) {
-    sum_sq_ += optim::sum_of_squares_host(std::span<const float>(grads, n));
+  /// Room for each bucket's part of the norm (the engine calls it once, at construction).
+  void reserve_norm(std::size_t buckets, std::size_t /*largest OS shard*/) { parts_.assign(buckets, 0.0); }
+  /// Bucket b's part of the norm: the sum of squares of its OS-shard gradients, taken at the end
+  /// of its reduction chain (on the stream, overlapping the rest of the backward).
+  void norm_part(std::size_t bucket, const float* grads, std::size_t n) {
+    parts_.at(bucket) = optim::sum_of_squares_host(std::span<const float>(grads, n));
   }
-  /// The partial, then (after the engine's AllReduce over the OS group) global sum of squares.
-  [[nodiscard]] double* norm_sum() { return &sum_sq_; }
+  /// This rank's sum of squares (the parts added in bucket order, as one pass over the model
+  /// would), where the engine's AllReduce over the OS group makes it the global one.
+  [[nodiscard]] double* norm_sum() {
+    sum_sq_ = 0.0;
+    for (const double part : parts_) sum_sq_ += part;
+    return &sum_sq_;
+  }
+  /// After the decision: the next step's parts start afresh (each is overwritten anyway).
+  void reset_norm() {}
   /// The step's decision from the global sum of squares (amsp/engine/step_decision.hpp), known on
   /// the host at once; a device space decides on the device and returns nothing.
   [[nodiscard]] std::optional<StepDecision> decide(double average, float loss_scale, const EngineOptions& options,
@@ -95,6 +106,7 @@ public:
   }
 
 private:
+  std::vector<double> parts_;
   double sum_sq_ = 0.0;
 };
 

@@ -111,11 +111,9 @@ public:
     for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
     assign_param_groups();
     set_rule(rule);
-    if constexpr (requires { mem_.reserve_norm(std::size_t{}); }) {
-      std::size_t largest = 0;  // a device space sizes its norm workspace once, here
-      for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
-      mem_.reserve_norm(largest);
-    }
+    std::size_t largest = 0;  // the norm's scratch (a device space: its workspace) is sized once, here
+    for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
+    mem_.reserve_norm(buckets_.size(), largest);
   }
 
   /// The same, with the plan given as compile-time policy types.
@@ -319,6 +317,7 @@ private:
   [[nodiscard]] const Bucket& at(int b) const { return const_cast<ShardedOptimizer*>(this)->at(b); }
 
   [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
+  [[nodiscard]] bool needs_norm() const { return needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite); }
 
   // Sub-communicators are split in a fixed order on every rank; a group of one is never built.
   void split_communicators();

@@ -106,6 +106,9 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::finish(Bucket& b, const
   if (os_replica_comm_ && os_elements(b) > 0)
     os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
   if (wide_slot >= 0) work_pool_.release(wide_slot);
+  // The bucket's part of the global norm, here on the stream while the backward goes on rather
+  // than over the whole model inside step(), where nothing overlaps it.
+  if (needs_norm()) mem_.norm_part(static_cast<std::size_t>(&b - buckets_.data()), os_grads(b), os_elements(b));
 }
 
 }  // namespace amsp

@@ -73,20 +73,20 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::last_step_result() -> S
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::decide(float loss_scale,
     double average) -> std::optional<StepDecision> {
-  const bool need_norm = needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite);
+  const bool need_norm = needs_norm();
   const IssueContext at = issue_context();
   const std::int64_t steps_so_far = step_;
   auto decision = std::make_shared<std::optional<StepDecision>>();
   comm::Handle decided = space_.submit([this, need_norm, loss_scale, average, at, steps_so_far, decision] {
-    if (need_norm) {
-      mem_.reset_norm();
-      for (Bucket& b : buckets_) mem_.add_sum_of_squares(os_grads(b), os_elements(b));
+    if (need_norm) {  // each bucket's part was taken at the end of its reduction chain (finish)
+      double* const sum_sq = mem_.norm_sum();
       if (os_comm_) {
         agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
-        os_comm_->all_reduce(mem_.norm_sum(), mem_.norm_sum(), 1, comm::reduce_op::sum);
+        os_comm_->all_reduce(sum_sq, sum_sq, 1, comm::reduce_op::sum);
       }
     }
     *decision = mem_.decide(average, loss_scale, options_, steps_so_far);
+    if (need_norm) mem_.reset_norm();
   });
   if constexpr (detail::device_space<Space>) {
     retire(decided);

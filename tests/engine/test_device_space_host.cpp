@@ -1,0 +1,72 @@
+// The engine's device-space code path on the host (simulated_device_space.hpp; label tsan): the
+// decision left to the stream, events retired without a host wait, tickets. It must give the host
+// engine's bits on every plan of 2x2 and 4x2 (the same operations in the same order), and
+// last_step_result() must report what the host engine's step() returned, skipped steps included.
+#include <cmath>
+#include <limits>
+
+#include "parity_cases.hpp"
+#include "simulated_device_space.hpp"
+
+TEST_CASE("a simulated device space gives the host engine's bits on every plan") {
+  using amsp::test::SimulatedDevice;
+  const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
+  for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2)})
+    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
+      for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
+        if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+        CAPTURE(amsp::to_string(mesh));
+        CAPTURE(amsp::to_string(plan));
+        CAPTURE(amsp::name_of(layout));
+        JobConfig job;
+        job.steps = 4;
+        job.micro_batches = 3;
+        job.max_grad_norm = 0.05f;
+        job.os_layout = layout;
+        CHECK(bitwise_equal(run_in<SimulatedDevice>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)));
+        CHECK(bitwise_equal(run_in<SimulatedDevice, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job),
+                            run_in<amsp::HostSerial, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)));
+      }
+}
+
+namespace {
+/// One step of a one-rank engine with every gradient `g`.
+template <class Engine>
+amsp::StepResult step_with_gradient(Engine& opt, float g) {
+  opt.start_micro_batch(true);
+  for (int b = 0; b < opt.bucket_count(); ++b) {
+    for (float& x : opt.grad_buffer(b)) x = g;
+    opt.reduce_gradients(b);
+  }
+  return opt.step();
+}
+}  // namespace
+
+TEST_CASE("on a device space step() leaves the decision to the stream and last_step_result() reads it") {
+  using Threads = amsp::comm::ThreadsCommunicator;
+  amsp::comm::run_on_threads(1, [](Threads& comm) {
+    const amsp::Mesh mesh(1, 1);
+    const amsp::Plan plan = amsp::parse_plan("ddp", mesh);
+    amsp::EngineOptions options;
+    options.max_grad_norm = 0.5f;
+    amsp::ShardedOptimizer<Threads, amsp::optim::AdamW> host(comm, mesh, plan, amsp::optim::AdamW{}, amsp::test::odd_model(),
+                                                             options);
+    amsp::ShardedOptimizer<Threads, amsp::optim::AdamW, float, float, amsp::test::SimulatedDevice> device(
+        comm, mesh, plan, amsp::optim::AdamW{}, amsp::test::odd_model(), options);
+    for (const float g : {0.25f, std::numeric_limits<float>::quiet_NaN(), 0.125f}) {
+      CAPTURE(g);
+      const amsp::StepResult want = step_with_gradient(host, g);
+      const amsp::StepResult issued = step_with_gradient(device, g);
+      CHECK(issued.step == device.steps());  // the steps issued: the device has not decided yet
+      const amsp::StepResult got = device.last_step_result();
+      CHECK(got.skipped == want.skipped);
+      CHECK(got.step == want.step);
+      CHECK(got.clip_coefficient == want.clip_coefficient);
+      CHECK((got.grad_norm == want.grad_norm || (std::isnan(got.grad_norm) && std::isnan(want.grad_norm))));
+    }
+    CHECK(device.last_step_result().step == 2);  // the NaN step was skipped on the "device"
+    CHECK(device.steps() == 3);                  // ...and issued on the host
+    device.set_steps(7);
+    CHECK(device.last_step_result().step == 7);
+  });
+}
