@@ -82,7 +82,7 @@ def calibrate(a, mesh, launcher):
 
 
 def call_overhead(a, config, compute_args):
-    """Seconds per collective call that make the planner's step without overlap of the call
+    """Seconds per collective call (or ring step: --overhead-unit) that make the planner's step without overlap of the call
     calibration plan equal its measured step (the step is linear in the overhead)."""
     cal = config["calibration"]
     if a.call_overhead is not None or "call_plan" not in cal:
@@ -196,6 +196,7 @@ def analyze(a, config):
     config["tables"] = tables
     any_p = next(iter(predictions.values()))
     config["model"] = {"seconds_per_sample": any_p["seconds_per_sample"], "call_overhead": overhead,
+                       "overhead_unit": "call" if a.overhead_unit == "call" else "ring step",
                        "call_overhead_from": "--call-overhead" if a.call_overhead is not None or
                        "call_plan" not in config["calibration"] else config["calibration"]["call_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"]}
@@ -230,7 +231,8 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0):
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
-            "--call-overhead", str(call_overhead_s)] + compute_args + \
+            "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s)] + \
+        compute_args + \
         a.model_args
 
 
@@ -253,7 +255,7 @@ def print_tables(config):
     print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link\n")
     print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
           f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.1f} ns "
-          f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective call (from {m['call_overhead_from']}). Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
+          f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}). Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
           f"inter ring step.\n")
     for mode, rows in config["tables"].items():
@@ -316,6 +318,9 @@ def main():
     ap.add_argument("--call-overhead", type=float, default=None,
                     help="seconds per collective call for the planner (default: calibrated from the run of "
                          "CALL_PLAN; 0 reproduces the model without the term)")
+    ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
+                    help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
+                         "step of its ring (Cluster::step_overhead_s)")
     ap.add_argument("--profile-sizes", default="4096,65536,262144")
     ap.add_argument("--profile-iterations", type=int, default=50)
     ap.add_argument("--out", default="cluster-check.json")

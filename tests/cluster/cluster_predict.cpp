@@ -8,11 +8,12 @@
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
-//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0]
+//       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
-// seconds is added to every collective call (Cluster::call_overhead_s).
+// seconds is added to every collective call (Cluster::call_overhead_s), --step-overhead seconds
+// to every step of its ring (Cluster::step_overhead_s).
 
 #include <cstdio>
 #include <cstdlib>
@@ -112,7 +113,9 @@ int run(int argc, char** argv) {
                         a.number("intra-latency", 0.0), a.number("inter-latency", 0.0)};
   if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
-  check(cluster.call_overhead_s >= 0, "cli.value", "--call-overhead must be >= 0 seconds");
+  cluster.step_overhead_s = a.number("step-overhead", 0.0);
+  check(cluster.call_overhead_s >= 0 && cluster.step_overhead_s >= 0, "cli.value",
+        "--call-overhead and --step-overhead must be >= 0 seconds");
   const double kappa = a.number("overlap-slowdown", 0.0);
   // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
   // communication, all of the model's parameters updated), or given directly.

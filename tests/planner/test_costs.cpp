@@ -75,6 +75,11 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
         doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links) + 0.002));
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {1, 1}) == 0.0);
+  // Per ring step instead: 3 steps of a 4-rank AllGather, 2·7 of an 8-rank AllReduce.
+  c.call_overhead_s = 0;
+  c.step_overhead_s = 0.001;
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.004));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
   c.call_overhead_s = -1e-3;
   CHECK_THROWS_WITH(validate(c), doctest::Contains("overhead per collective call"));
 }

@@ -53,14 +53,22 @@ struct Cluster {
   /// cluster of docs/cluster.md; on GPUs launch and synchronisation skew: microseconds). Calibrated
   /// from a training run (docs/planner.md); 0 by default.
   double call_overhead_s = 0;
+  /// The same wait counted per step of the collective's ring instead (ring_steps: n − 1, 2(n − 1)
+  /// for all_reduce): a call waits once for every peer it hands data to, each of which may be
+  /// computing. 0 by default; docs/planner.md compares the two on the emulated cluster.
+  double step_overhead_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the profile when it has
   /// that op and shape, the analytic α–β model otherwise.
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
     if (profile)
-      if (const auto t = profile->seconds(op, group, bytes)) return *t + call_overhead_s;
-    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links) + call_overhead_s;
+      if (const auto t = profile->seconds(op, group, bytes)) return *t + overhead_seconds(op, group);
+    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links) + overhead_seconds(op, group);
+  }
+  /// call_overhead_s + ring_steps · step_overhead_s of one call of `op` on `group`.
+  [[nodiscard]] double overhead_seconds(comm::op_kind op, Factor group) const {
+    return call_overhead_s + ring_steps(op, group.size()) * step_overhead_s;
   }
   /// True when the time of `op` on `group` comes from a measurement.
   [[nodiscard]] bool measured(comm::op_kind op, Factor group) const { return profile && profile->has(op, group); }
@@ -74,8 +82,9 @@ inline void validate(const Cluster& c) {
   check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
         "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
         c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
-  check(c.call_overhead_s >= 0, "planner.cluster", "cluster '", c.name,
-        "': the overhead per collective call must be non-negative, got ", c.call_overhead_s, " s");
+  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0, "planner.cluster", "cluster '", c.name,
+        "': the overhead per collective call and per ring step must be non-negative, got ", c.call_overhead_s,
+        " and ", c.step_overhead_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&

@@ -40,6 +40,13 @@ namespace amsp::planner {
   return bytes * per_byte;
 }
 
+/// Steps of `op`'s ring on `n` ranks: n − 1, twice that for all_reduce (reduce-scatter, then
+/// all-gather); 0 for a group of one.
+[[nodiscard]] inline int ring_steps(comm::op_kind op, int n) {
+  if (n <= 1) return 0;
+  return op == comm::op_kind::all_reduce ? 2 * (n - 1) : n - 1;
+}
+
 /// Effective link figures for the α–β model.
 struct Links {
   double intra_bytes_per_second = 0;  ///< per GPU, one direction, inside a node (NVLink)
