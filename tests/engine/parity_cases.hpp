@@ -35,6 +35,26 @@ Params run_in(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, 
   return amsp::test::ParityRunner<Space>::template run<Rule, ParamT>(mesh, plan, rule, job);
 }
 
+/// Every valid plan of the 2x2 and 4x2 meshes in both optimizer-state layouts (whole-tensor only
+/// where s_g = s_p), each with the job the space-equivalence tests run (4 steps of 3 micro-batches,
+/// the layout set): calls check(mesh, plan, job), with the case captured for doctest's messages.
+template <class F>
+void for_each_space_case(F&& check) {
+  for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2)})
+    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
+      for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
+        if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+        CAPTURE(amsp::to_string(mesh));
+        CAPTURE(amsp::to_string(plan));
+        CAPTURE(amsp::name_of(layout));
+        JobConfig job;
+        job.steps = 4;
+        job.micro_batches = 3;
+        job.os_layout = layout;
+        check(mesh, plan, job);
+      }
+}
+
 template <class Space, class Rule>
 void check_every_plan(const amsp::Mesh& mesh, const Rule& rule) {
   for (int micro : {1, 3})

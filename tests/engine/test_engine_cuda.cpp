@@ -17,30 +17,20 @@ TEST_CASE("the CUDA space gives the host engine's results on every plan of 2x2 a
   require_gpu();
   using amsp::test::CudaThreads;
   const auto rule = amsp::optim::AdamW{.lr = 1e-2f};
-  for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2)})
-    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-      for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-        if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
-        CAPTURE(amsp::to_string(mesh));
-        CAPTURE(amsp::to_string(plan));
-        CAPTURE(amsp::name_of(layout));
-        JobConfig job;
-        job.steps = 4;
-        job.micro_batches = 3;
-        job.os_layout = layout;
-        // No clipping: the sums, conversions and the update (built with --fmad=false) run in the
-        // host's order, so fp32 gives the same bits.
-        CHECK(bitwise_equal(run_in<CudaThreads>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)));
-        // Clipping: the device sums the squares in another order, which may move the clip
-        // coefficient by an ulp; bf16 parameters: within one bf16 ulp.
-        job.max_grad_norm = 0.05f;
-        CHECK(max_relative_error(run_in<CudaThreads>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)) <=
-              1e-6);
-        job.micro_batches = 1;
-        CHECK(max_error_in_bf16_ulps(run_in<CudaThreads, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job),
-                                     run_in<amsp::HostSerial, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)) <=
-              1.0);
-      }
+  for_each_space_case([&](const amsp::Mesh& mesh, const amsp::Plan& plan, JobConfig job) {
+    // No clipping: the sums, conversions and the update (built with --fmad=false) run in the
+    // host's order, so fp32 gives the same bits.
+    CHECK(bitwise_equal(run_in<CudaThreads>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)));
+    // Clipping: the device sums the squares in another order, which may move the clip
+    // coefficient by an ulp; bf16 parameters: within one bf16 ulp.
+    job.max_grad_norm = 0.05f;
+    CHECK(max_relative_error(run_in<CudaThreads>(mesh, plan, rule, job), run_in<amsp::HostSerial>(mesh, plan, rule, job)) <=
+          1e-6);
+    job.micro_batches = 1;
+    CHECK(max_error_in_bf16_ulps(run_in<CudaThreads, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job),
+                                 run_in<amsp::HostSerial, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)) <=
+          1.0);
+  });
 }
 
 #if defined(AMSP_HAS_NCCL)
