@@ -25,7 +25,7 @@ namespace amsp::test {
 
 class SimulatedDeviceMemory;
 
-class SimulatedDevice {
+class SimulatedDevice : public FifoStreamOperations<SimulatedDevice> {
 public:
   static constexpr bool asynchronous = true;
   static constexpr bool concurrent_streams = false;
@@ -35,23 +35,6 @@ public:
   explicit SimulatedDevice(const HostSpaceConfig& = {}) {}
   SimulatedDevice(const SimulatedDevice&) = delete;
   SimulatedDevice& operator=(const SimulatedDevice&) = delete;
-
-  template <class F>
-  comm::Handle submit(F&& task) {
-    return enqueue(std::function<void()>(std::forward<F>(task)));
-  }
-  template <class F>
-  comm::Handle launch(F&& collectives) {
-    return enqueue([c = std::forward<F>(collectives)]() mutable {
-      std::vector<comm::Handle> handles = c();
-      wait_all(handles);
-    });
-  }
-  template <class F>
-  comm::Handle launch_after(comm::Handle& /*earlier in the FIFO*/, F&& collectives) {
-    return launch(std::forward<F>(collectives));
-  }
-  void order_after(comm::Handle&) {}
 
   [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
   void user_after(std::uint64_t ticket) {
@@ -63,6 +46,7 @@ public:
   void before_collective() {}
 
 private:
+  friend class FifoStreamOperations<SimulatedDevice>;
   comm::Handle enqueue(std::function<void()> task) {
     const std::uint64_t ticket = ++submitted_;
     return worker_.submit([this, t = std::move(task), ticket] {

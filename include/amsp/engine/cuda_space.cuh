@@ -197,7 +197,7 @@ private:
 class CudaMemory;
 
 /// The CUDA execution space (see the header comment). One per engine; not movable.
-class CudaAsync {
+class CudaAsync : public FifoStreamOperations<CudaAsync> {
 public:
   static constexpr bool asynchronous = true;
   static constexpr bool concurrent_streams = false;  // one FIFO issues every collective
@@ -231,24 +231,8 @@ public:
     (void)cudaStreamDestroy(comm_);
   }
 
-  // ---- the space operations of amsp/engine/space.hpp ---------------------------------------------
-  template <class F>
-  comm::Handle submit(F&& task) {
-    return enqueue(std::function<void()>(std::forward<F>(task)));
-  }
-  template <class F>
-  comm::Handle launch(F&& collectives) {
-    return enqueue([c = std::forward<F>(collectives)]() mutable {
-      std::vector<comm::Handle> handles = c();
-      wait_all(handles);
-    });
-  }
-  /// A prefetch AllGather after `event`: on the one FIFO, which already runs it after the event.
-  template <class F>
-  comm::Handle launch_after(comm::Handle& /*event: earlier in the FIFO*/, F&& collectives) {
-    return launch(std::forward<F>(collectives));
-  }
-  void order_after(comm::Handle&) {}  // one FIFO and one stream: every event is already in order
+  // The space operations of amsp/engine/space.hpp: FifoStreamOperations (one FIFO and one stream,
+  // every event is already in order).
 
   // ---- the hooks of amsp/engine/space_memory.hpp (called by the caller's thread) -----------------
   [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
@@ -290,6 +274,7 @@ public:
   [[nodiscard]] cudaStream_t user_stream() const noexcept { return user_; }
 
 private:
+  friend class FifoStreamOperations<CudaAsync>;
   // A ticketed task: run it, let its device work finish, then publish its ticket (also when it
   // failed, so that no user-stream wait outlives the task; the error reaches the host through the
   // handle).

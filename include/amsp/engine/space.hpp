@@ -160,6 +160,42 @@ inline void wait_all(std::vector<comm::Handle>& handles) { detail::HandleGroupSt
   return comm::Handle(std::make_shared<detail::HandleGroupState>(std::move(handles)));
 }
 
+namespace detail {
+/// A task that issues collectives and waits, on the stream, for the handles they return.
+template <class F>
+std::function<void()> completed_collectives(F&& collectives) {
+  return [c = std::forward<F>(collectives)]() mutable {
+    std::vector<comm::Handle> handles = c();
+    wait_all(handles);
+  };
+}
+}  // namespace detail
+
+/// The space operations of a space whose every task runs on one FIFO stream, in terms of
+/// Derived::enqueue(std::function<void()>) -> comm::Handle (CudaAsync; the tests' simulated
+/// device): a prefetch needs no event of its own (the FIFO runs it after the update it follows)
+/// and order_after has nothing to order.
+template <class Derived>
+class FifoStreamOperations {
+public:
+  template <class F>
+  comm::Handle submit(F&& task) {
+    return self().enqueue(std::function<void()>(std::forward<F>(task)));
+  }
+  template <class F>
+  comm::Handle launch(F&& collectives) {
+    return self().enqueue(detail::completed_collectives(std::forward<F>(collectives)));
+  }
+  template <class F>
+  comm::Handle launch_after(comm::Handle& /*event: earlier in the FIFO*/, F&& collectives) {
+    return launch(std::forward<F>(collectives));
+  }
+  void order_after(comm::Handle&) {}
+
+private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
 /// Synchronous host space: a task runs on the caller's thread when submitted (its errors are
 /// thrown by submit) and its event is complete; collectives that return handles progress on the
 /// backend's own machinery (the threads backend's progress thread, MPI's nonblocking calls), so
@@ -202,17 +238,17 @@ public:
   }
   template <class F>
   comm::Handle launch(F&& collectives) {
-    return stream_.submit(completed(std::forward<F>(collectives)));
+    return stream_.submit(detail::completed_collectives(std::forward<F>(collectives)));
   }
   /// `event` (of the communication stream) is replaced by a handle the host waits as before; the
   /// gather stream waits the same event first. A failed event fails the task (rule
   /// engine.stream_failed) without running `collectives`; the event's own error reaches the host.
   template <class F>
   comm::Handle launch_after(comm::Handle& event, F&& collectives) {
-    if (!event.pending()) return gather_stream_.submit(completed(std::forward<F>(collectives)));
+    if (!event.pending()) return gather_stream_.submit(detail::completed_collectives(std::forward<F>(collectives)));
     auto shared = std::make_shared<detail::SharedEventState>(std::move(event));
     event = comm::Handle(shared);
-    return gather_stream_.submit([shared, task = completed(std::forward<F>(collectives))]() mutable {
+    return gather_stream_.submit([shared, task = detail::completed_collectives(std::forward<F>(collectives))]() mutable {
       check(shared->settled(), "engine.stream_failed",
             "the work this gather was ordered after failed (its error is thrown where the host waits for it)");
       task();
@@ -221,14 +257,6 @@ public:
   void order_after(comm::Handle&) {}  // every event of the communication stream is on its one FIFO
 
 private:
-  template <class F>
-  static std::function<void()> completed(F&& collectives) {
-    return [c = std::forward<F>(collectives)]() mutable {
-      std::vector<comm::Handle> handles = c();
-      wait_all(handles);
-    };
-  }
-
   comm::detail::OrderedWorker stream_;
   // Declared last, destroyed first: its tasks may wait for the communication stream's events.
   comm::detail::OrderedWorker gather_stream_;
