@@ -29,6 +29,10 @@ PLANS = {  # per mesh: the issue's list; MiCS with a group smaller than a node (
 # The plan whose measured step calibrates the overhead per collective call: more calls than ddp
 # and not among the plans checked on either mesh (ZeRO-2 inside a node).
 CALL_PLAN = "p=1x1,g=2x1,os=2x1"
+# The plan whose measured step calibrates the wait between compute segments (Cluster::sync_overhead_s)
+# together with CALL_PLAN: parameters sharded inside a node (a gather before every unit's forward and
+# backward), not among the plans checked (a group that spans nodes must fill them: plan.node_filling).
+SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
 MODES = {"overlap": [], "serial": ["--no-overlap"]}  # amsp-train's two schedules; predicted by
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's two step times
 
@@ -72,24 +76,59 @@ def calibrate(a, mesh, launcher):
         points.append((batch // (ranks * nodes), statistics.median(s["compute_ms"] for s in steps) / 1e3))
         if batch == a.global_batch:
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
-    # The overhead per collective call (Cluster::call_overhead_s): a plan with more calls than ddp
-    # that is NOT one of the plans checked, without overlap, twice; call_overhead() fits it.
-    medians = []
-    for _ in range(2):
-        steps, _ = train(a, mesh, CALL_PLAN, 12, ["--backend", "mpi", "--no-overlap"], launcher)
-        medians.append(statistics.median(s["step_ms"] for s in steps) / 1e3)
-    return {"points": points, "ddp_step": step, "call_plan": CALL_PLAN, "call_plan_step": statistics.median(medians)}
+    # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s): two plans
+    # that are NOT among the plans checked, without overlap, twice each; overheads() fits them.
+    def plan_step(plan):  # the median step without overlap of two runs of 12 steps
+        medians = []
+        for _ in range(2):
+            steps, _ = train(a, mesh, plan, 12, ["--backend", "mpi", "--no-overlap"], launcher)
+            medians.append(statistics.median(s["step_ms"] for s in steps) / 1e3)
+        return statistics.median(medians)
+    return {"points": points, "ddp_step": step, "call_plan": CALL_PLAN, "call_plan_step": plan_step(CALL_PLAN),
+            "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": plan_step(SYNC_PLAN[mesh])}
 
 
-def call_overhead(a, config, compute_args):
-    """Seconds per collective call (or ring step: --overhead-unit) that make the planner's step without overlap of the call
-    calibration plan equal its measured step (the step is linear in the overhead)."""
+def overheads(a, config, compute_args):
+    """(seconds per collective call or ring step (--overhead-unit), seconds per call between compute
+    segments) that make the planner's steps without overlap of the calibration plans equal their
+    measured steps. The step is linear in both, so two plans give two equations: CALL_PLAN (one
+    gradient reduce-scatter per unit between compute segments, then the end-of-step reductions)
+    and SYNC_PLAN (a parameter gather before every unit's forward and backward). A negative
+    solution means the term is not seen: it is set to 0 and the other fitted alone (least squares).
+    Saved runs without SYNC_PLAN's step (measured before the term existed) get 0 for it."""
     cal = config["calibration"]
-    if a.call_overhead is not None or "call_plan" not in cal:
-        return a.call_overhead or 0.0
-    t0 = json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, 0.0), 60))["serial"]
-    t1 = json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, 1e-3), 60))["serial"]
-    return max(0.0, (cal["call_plan_step"] - t0) / ((t1 - t0) / 1e-3))
+    fixed_step = a.call_overhead is not None or "call_plan" not in cal
+    fixed_sync = a.sync_overhead is not None or "sync_plan" not in cal
+    step0 = (a.call_overhead or 0.0) if fixed_step else None
+    sync0 = (a.sync_overhead or 0.0) if fixed_sync else None
+    if fixed_step and fixed_sync:
+        return step0, sync0
+    plans = [(cal["call_plan"], cal["call_plan_step"])] + ([] if fixed_sync else [(cal["sync_plan"], cal["sync_plan_step"])])
+
+    def serial(plan, step_s, sync_s):
+        return json.loads(sh(predict_command(a, config, [plan], compute_args, step_s, sync_s), 60))["serial"]
+    rows = []  # (measured - predicted with both at their fixed value or 0, d/d step, d/d sync)
+    for plan, measured in plans:
+        t0 = serial(plan, step0 or 0.0, sync0 or 0.0)
+        rows.append((measured - t0, (serial(plan, (step0 or 0.0) + 1e-3, sync0 or 0.0) - t0) / 1e-3,
+                     (serial(plan, step0 or 0.0, (sync0 or 0.0) + 1e-3) - t0) / 1e-3))
+
+    def alone(k):  # least squares of one unknown through 0, never negative
+        den = sum(r[k] ** 2 for r in rows)
+        return max(0.0, sum(r[0] * r[k] for r in rows) / den) if den else 0.0
+    if fixed_sync:
+        return alone(1), sync0
+    if fixed_step:
+        return step0, alone(2)
+    (e1, a1, b1), (e2, a2, b2) = rows
+    det = a1 * b2 - a2 * b1
+    if det:
+        step_s, sync_s = (e1 * b2 - e2 * b1) / det, (a1 * e2 - a2 * e1) / det
+        if step_s >= 0 and sync_s >= 0:
+            return step_s, sync_s
+        if step_s < 0:
+            return 0.0, alone(2)
+    return alone(1), 0.0
 
 
 def profile(a, mesh, plans, path):
@@ -174,8 +213,8 @@ def analyze(a, config):
     mesh, rate, plans, links = config["mesh"], config["rate"], config["plans"], config["links"]
     ranks, nodes = map(int, mesh.split("x"))
     compute_args = compute_model_args(a, config)
-    overhead = call_overhead(a, config, compute_args)
-    predict = predict_command(a, config, plans, compute_args, overhead)
+    overhead, sync = overheads(a, config, compute_args)
+    predict = predict_command(a, config, plans, compute_args, overhead, sync)
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -186,7 +225,7 @@ def analyze(a, config):
             compute = statistics.median(r["compute_ms"] for run in runs for r in run["records"]) / 1e3
             link = slope([(run["steps"], run["link_bytes"]) for run in runs]) / nodes if len(runs) > 1 else float("nan")
             rows.append({"plan": plan, "shape": p["plan"], "measured": statistics.median(medians),
-                         "spread": (max(medians) - min(medians)) / statistics.median(medians),
+                         "repeats": medians, "spread": (max(medians) - min(medians)) / statistics.median(medians),
                          "predicted": p[PREDICTION[mode]], "measured_compute": compute,
                          "predicted_compute": p["compute"] + p["update"], "predicted_comm": p["communication"],
                          "link_measured": link, "link_model": p["link_bytes_per_node"],
@@ -194,11 +233,25 @@ def analyze(a, config):
                          "engine_inter_x_ranks": runs[0]["final"]["expected_bytes_inter_per_step"] * ranks})
         tables[mode] = rows
     config["tables"] = tables
+    if a.diagnose:
+        # The same predictions with each overhead raised by 1 ms: the step's slope in each.
+        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0), 60).splitlines())}
+        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0), 60).splitlines())}
+        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3), 60).splitlines())}
+        for mode, rows in tables.items():
+            key = PREDICTION[mode]
+            for r in rows:
+                b = base[r["plan"]][key]
+                r["diagnose"] = (b, (d_step[r["plan"]][key] - b) / 1e-3, (d_sync[r["plan"]][key] - b) / 1e-3)
     any_p = next(iter(predictions.values()))
     config["model"] = {"seconds_per_sample": any_p["seconds_per_sample"], "call_overhead": overhead,
                        "overhead_unit": "call" if a.overhead_unit == "call" else "ring step",
                        "call_overhead_from": "--call-overhead" if a.call_overhead is not None or
                        "call_plan" not in config["calibration"] else config["calibration"]["call_plan"],
+                       "sync_overhead": sync,
+                       "sync_overhead_from": "--sync-overhead" if a.sync_overhead is not None else
+                       "not measured: 0" if "sync_plan" not in config["calibration"] else
+                       config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"]}
     return config
 
@@ -225,13 +278,14 @@ def compute_model_args(a, config):
     return ["--seconds-per-sample", str(seconds / samples), "--update-seconds-per-param", "0"]
 
 
-def predict_command(a, config, plans, compute_args, call_overhead_s=0.0):
+def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0):
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
     return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", config["profile"],
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
-            "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s)] + \
+            "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
+            "--sync-overhead", str(sync_overhead_s)] + \
         compute_args + \
         a.model_args
 
@@ -250,12 +304,70 @@ def summarize(rows):
             "pick": pick["plan"], "best": best["plan"], "pick_over_best": pick["measured"] / best["measured"] - 1}
 
 
+def best_fit(rows):
+    """Diagnosis, not a prediction: the two overheads fitted to the checked plans' own measured
+    steps (least squares of the relative error, neither negative): the best any calibration of the
+    model's form could do on this measurement. Where it still misses a target, the form is wrong
+    (a term is missing) or the measurement cannot separate the plans, not the calibration."""
+    ys = [(r["measured"] - r["diagnose"][0]) / r["measured"] for r in rows]
+    cols = [[r["diagnose"][k] / r["measured"] for r in rows] for k in (1, 2)]
+
+    def fit(ks):
+        g = [[sum(p * q for p, q in zip(cols[i], cols[j])) for j in ks] for i in ks]
+        h = [sum(p * y for p, y in zip(cols[i], ys)) for i in ks]
+        if len(ks) == 1:
+            return {ks[0]: h[0] / g[0][0] if g[0][0] else 0.0}
+        det = g[0][0] * g[1][1] - g[0][1] * g[1][0]
+        return {ks[0]: (h[0] * g[1][1] - g[0][1] * h[1]) / det, ks[1]: (g[0][0] * h[1] - g[1][0] * h[0]) / det} if det else {}
+    w = fit([0, 1])
+    if not w or min(w.values()) < 0:
+        w = min(({k: max(0.0, v) for k, v in fit([k]).items()} for k in (0, 1)),
+                key=lambda x: sum((y - sum(x.get(k, 0) * cols[k][i] for k in (0, 1))) ** 2 for i, y in enumerate(ys)))
+    step_s, sync_s = w.get(0, 0.0), w.get(1, 0.0)
+    fitted = [dict(r, predicted=r["diagnose"][0] + step_s * r["diagnose"][1] + sync_s * r["diagnose"][2]) for r in rows]
+    return step_s, sync_s, summarize(fitted)
+
+
+def separable_pairs(rows):
+    """Pairs of plans whose repeats do not overlap (every run of one is faster than every run of
+    the other: the measurement orders them), and how many of those the prediction orders the same
+    way. Plans whose repeats overlap cannot be ranked by this measurement; the plain Spearman
+    counts them all and stays the target."""
+    pairs = right = 0
+    for i, p in enumerate(rows):
+        for q in rows[i + 1:]:
+            fast, slow = (p, q) if max(p["repeats"]) < min(q["repeats"]) else (q, p)
+            if max(fast["repeats"]) < min(slow["repeats"]):
+                pairs += 1
+                right += fast["predicted"] < slow["predicted"]
+    return pairs, right
+
+
+def noise_floor(rows):
+    """What the measurement itself allows: each repeat taken as the prediction of each other repeat
+    (a model that reproduced one run exactly), averaged over the ordered pairs of repeats: median
+    |difference| and Spearman. A model cannot be expected to beat them against one repeat; the
+    targets compare with the median of the repeats, which is steadier, but not by much with 3."""
+    n = min(len(r["repeats"]) for r in rows)
+    if n < 2:
+        return float("nan"), float("nan")
+    diffs, rhos = [], []
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                x, y = [r["repeats"][i] for r in rows], [r["repeats"][j] for r in rows]
+                diffs.append(statistics.median(abs(p / q - 1) for p, q in zip(x, y)))
+                rhos.append(spearman(x, y))
+    return statistics.mean(diffs), statistics.mean(rhos)
+
+
 def print_tables(config):
     m, links = config["model"], config["links"]
     print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link\n")
     print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
           f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.1f} ns "
-          f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}). Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
+          f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
+          f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}). Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
           f"inter ring step.\n")
     for mode, rows in config["tables"].items():
@@ -290,7 +402,18 @@ def print_tables(config):
                 for r in peers))
         print(f"median |error| {100 * s['median_abs_error']:.1f} % (target <= 15 %), Spearman {s['spearman']:.2f} "
               f"(>= 0.9), planner's pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} % "
-              f"(<= 5 %)\n")
+              f"(<= 5 %)")
+        pairs, right = separable_pairs(rows)
+        floor_error, floor_rho = noise_floor(rows)
+        print(f"separable pairs (repeats do not overlap): {pairs} of {len(rows) * (len(rows) - 1) // 2}, "
+              f"ordered right by the planner: {right}; the measurement's own floor (repeat vs repeat): median "
+              f"|difference| {100 * floor_error:.1f} %, Spearman {floor_rho:.2f}")
+        if "diagnose" in rows[0]:
+            step_s, sync_s, f = best_fit(rows)
+            print(f"diagnosis (overheads fitted to these plans' own steps, not a prediction): {step_s * 1e3:.2f} ms per "
+                  f"{config['model']['overhead_unit']}, {sync_s * 1e3:.2f} ms between compute segments: median |error| "
+                  f"{100 * f['median_abs_error']:.1f} %, Spearman {f['spearman']:.2f}, pick {100 * f['pick_over_best']:+.1f} %")
+        print()
 
 
 def main():
@@ -318,9 +441,15 @@ def main():
     ap.add_argument("--call-overhead", type=float, default=None,
                     help="seconds per collective call for the planner (default: calibrated from the run of "
                          "CALL_PLAN; 0 reproduces the model without the term)")
+    ap.add_argument("--sync-overhead", type=float, default=None,
+                    help="seconds per collective call between two compute segments (Cluster::sync_overhead_s; "
+                         "default: calibrated with CALL_PLAN and SYNC_PLAN; 0 reproduces the model without it)")
     ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
                     help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
                          "step of its ring (Cluster::step_overhead_s)")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="also print the best any calibration of the model's overheads could do (fitted to the "
+                         "checked plans themselves: a diagnosis of the model's form, not a prediction)")
     ap.add_argument("--profile-sizes", default="4096,65536,262144")
     ap.add_argument("--profile-iterations", type=int, default=50)
     ap.add_argument("--out", default="cluster-check.json")

@@ -9,11 +9,15 @@
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
+//       [--sync-overhead 0]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
 // seconds is added to every collective call (Cluster::call_overhead_s), --step-overhead seconds
-// to every step of its ring (Cluster::step_overhead_s).
+// to every step of its ring (Cluster::step_overhead_s), --sync-overhead seconds to every call that
+// sits between two compute segments (Cluster::sync_overhead_s). Each line also lists every call
+// ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
+// the model's terms.
 
 #include <cstdio>
 #include <cstdlib>
@@ -114,8 +118,9 @@ int run(int argc, char** argv) {
   if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
-  check(cluster.call_overhead_s >= 0 && cluster.step_overhead_s >= 0, "cli.value",
-        "--call-overhead and --step-overhead must be >= 0 seconds");
+  cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
+  check(cluster.call_overhead_s >= 0 && cluster.step_overhead_s >= 0 && cluster.sync_overhead_s >= 0, "cli.value",
+        "--call-overhead, --step-overhead and --sync-overhead must be >= 0 seconds");
   const double kappa = a.number("overlap-slowdown", 0.0);
   // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
   // communication, all of the model's parameters updated), or given directly.
@@ -140,11 +145,21 @@ int run(int argc, char** argv) {
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
     std::vector<double> seconds;
+    std::string call_list;  // every call, for the analysis of the model's terms (scripts/cluster/check.py)
+    Cluster bare = cluster;
+    bare.call_overhead_s = bare.step_overhead_s = bare.sync_overhead_s = 0;
     double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
     for (const CommTerm& t : terms) {
       seconds.push_back(t.seconds(cluster));
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
-      for (const CollectiveCall& c : t.calls) calls += c.count;
+      for (const CollectiveCall& c : t.calls) {
+        calls += c.count;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g]", call_list.empty() ? "" : ",",
+                      t.name.c_str(), std::string(comm::name_of(c.op)).c_str(), c.group.intra, c.group.inter, c.bytes,
+                      c.count, bare.collective_seconds(c.op, c.bytes, c.group));
+        call_list += buf;
+      }
       for (const CollectiveCall& c : t.calls)
         link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
     }
@@ -158,10 +173,10 @@ int run(int argc, char** argv) {
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
                 "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g,"
-                "\"collective_calls\":%.0f}\n",
+                "\"collective_calls\":%.0f,\"calls\":[%s]}\n",
                 to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
                 inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param,
-                calls);
+                calls, call_list.c_str());
   }
   return 0;
 }

@@ -120,6 +120,14 @@ TEST_CASE("comm model: the paper's formulas with t = S / (1 GB/s)") {
   CHECK(terms[3].name == "T_os1");  // (s_os/s_p)·(2Φ/s_os) / 1e9
   CHECK(terms[3].seconds(c) == doctest::Approx(4 * 100 / 1e9));
   CHECK(terms[3].calls[0].op == comm::op_kind::broadcast);
+  // The wait between compute segments: only the calls of the every-micro-batch window pay it, once
+  // per call: T_p has 3 micro-batches x 2 tensors x (2 gathers + 1 reduce-scatter) = 18 calls, T_g
+  // (M-1) x 800 / (100 x 2) = 8 AllReduces; the last-backward and first-forward terms none.
+  c.sync_overhead_s = 1e-3;
+  CHECK(terms[0].seconds(c) == doctest::Approx(3 * 3 * 800 / 1e9 + 18e-3));
+  CHECK(terms[1].seconds(c) == doctest::Approx(2 * 400 / 1e9 + 8e-3));
+  CHECK(terms[2].seconds(c) == doctest::Approx(400 / 1e9));
+  CHECK(terms[3].seconds(c) == doctest::Approx(4 * 100 / 1e9));
 }
 
 TEST_CASE("comm model: group shapes come from the sharding layer's groups") {

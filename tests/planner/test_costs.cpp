@@ -80,6 +80,16 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   c.step_overhead_s = 0.001;
   CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.004));
   CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
+  // The wait between compute segments is a separate figure (comm_model.hpp applies it per call of
+  // the every-micro-batch window); nothing to wait for in a group of one.
+  c.step_overhead_s = 0;
+  c.sync_overhead_s = 0.003;
+  CHECK(c.between_compute_seconds({4, 2}) == 0.003);
+  CHECK(c.between_compute_seconds({1, 1}) == 0.0);
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.001));
+  c.sync_overhead_s = -1e-3;
+  CHECK_THROWS_WITH(validate(c), doctest::Contains("between compute segments"));
+  c.sync_overhead_s = 0;
   c.call_overhead_s = -1e-3;
   CHECK_THROWS_WITH(validate(c), doctest::Contains("overhead per collective call"));
 }

@@ -57,6 +57,16 @@ struct Cluster {
   /// for all_reduce): a call waits once for every peer it hands data to, each of which may be
   /// computing. 0 by default; docs/planner.md compares the two on the emulated cluster.
   double step_overhead_s = 0;
+  /// Seconds every call *between two compute segments* waits on top of the above (the calls of
+  /// the every-micro-batch window: parameter gathers and per-unit gradient reductions, which the
+  /// engine issues between the compute of two units; comm_model.hpp's CommTerm::seconds). Such a
+  /// call cannot start before the slowest rank of its group has finished its own compute segment,
+  /// and on time-shared cores the ranks of a group finish a segment at different times (up to a
+  /// scheduling slice each). Calls chained after other calls (the end-of-step reductions, the
+  /// spread) find their peers already synchronised by the call before and do not pay it; neither
+  /// does a back-to-back profile. 0 by default; calibrated on the emulated cluster
+  /// (docs/planner.md, "The wait between compute segments").
+  double sync_overhead_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the profile when it has
   /// that op and shape, the analytic α–β model otherwise.
@@ -70,6 +80,9 @@ struct Cluster {
   [[nodiscard]] double overhead_seconds(comm::op_kind op, Factor group) const {
     return call_overhead_s + ring_steps(op, group.size()) * step_overhead_s;
   }
+  /// The wait of one call on `group` that sits between two compute segments: sync_overhead_s,
+  /// 0 for a group of one (no peer to wait for).
+  [[nodiscard]] double between_compute_seconds(Factor group) const { return group.size() > 1 ? sync_overhead_s : 0.0; }
   /// True when the time of `op` on `group` comes from a measurement.
   [[nodiscard]] bool measured(comm::op_kind op, Factor group) const { return profile && profile->has(op, group); }
 };
@@ -82,9 +95,9 @@ inline void validate(const Cluster& c) {
   check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
         "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
         c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
-  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0, "planner.cluster", "cluster '", c.name,
-        "': the overhead per collective call and per ring step must be non-negative, got ", c.call_overhead_s,
-        " and ", c.step_overhead_s, " s");
+  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0 && c.sync_overhead_s >= 0, "planner.cluster", "cluster '",
+        c.name, "': the overhead per collective call, per ring step and between compute segments must be non-negative, got ",
+        c.call_overhead_s, ", ", c.step_overhead_s, " and ", c.sync_overhead_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&
