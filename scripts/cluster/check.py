@@ -304,11 +304,12 @@ def summarize(rows):
             "pick": pick["plan"], "best": best["plan"], "pick_over_best": pick["measured"] / best["measured"] - 1}
 
 
-def best_fit(rows):
+def best_fit(rows, with_sync=True):
     """Diagnosis, not a prediction: the two overheads fitted to the checked plans' own measured
     steps (least squares of the relative error, neither negative): the best any calibration of the
     model's form could do on this measurement. Where it still misses a target, the form is wrong
-    (a term is missing) or the measurement cannot separate the plans, not the calibration."""
+    (a term is missing) or the measurement cannot separate the plans, not the calibration.
+    with_sync=False (--sync-overhead 0) fits the overhead per call or ring step alone."""
     ys = [(r["measured"] - r["diagnose"][0]) / r["measured"] for r in rows]
     cols = [[r["diagnose"][k] / r["measured"] for r in rows] for k in (1, 2)]
 
@@ -319,7 +320,7 @@ def best_fit(rows):
             return {ks[0]: h[0] / g[0][0] if g[0][0] else 0.0}
         det = g[0][0] * g[1][1] - g[0][1] * g[1][0]
         return {ks[0]: (h[0] * g[1][1] - g[0][1] * h[1]) / det, ks[1]: (g[0][0] * h[1] - g[1][0] * h[0]) / det} if det else {}
-    w = fit([0, 1])
+    w = fit([0, 1]) if with_sync else {k: max(0.0, v) for k, v in fit([0]).items()}
     if not w or min(w.values()) < 0:
         w = min(({k: max(0.0, v) for k, v in fit([k]).items()} for k in (0, 1)),
                 key=lambda x: sum((y - sum(x.get(k, 0) * cols[k][i] for k in (0, 1))) ** 2 for i, y in enumerate(ys)))
@@ -409,7 +410,7 @@ def print_tables(config):
               f"ordered right by the planner: {right}; the measurement's own floor (repeat vs repeat): median "
               f"|difference| {100 * floor_error:.1f} %, Spearman {floor_rho:.2f}")
         if "diagnose" in rows[0]:
-            step_s, sync_s, f = best_fit(rows)
+            step_s, sync_s, f = best_fit(rows, with_sync=config["model"]["sync_overhead_from"] != "--sync-overhead")
             print(f"diagnosis (overheads fitted to these plans' own steps, not a prediction): {step_s * 1e3:.2f} ms per "
                   f"{config['model']['overhead_unit']}, {sync_s * 1e3:.2f} ms between compute segments: median |error| "
                   f"{100 * f['median_abs_error']:.1f} %, Spearman {f['spearman']:.2f}, pick {100 * f['pick_over_best']:+.1f} %")
