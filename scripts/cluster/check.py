@@ -393,6 +393,13 @@ def print_tables(config):
         corr = statistics.correlation(calls, excess) if len(set(calls)) > 1 else float("nan")
         print(f"\nmissed time per step vs collective calls per step: {per_call * 1e3:+.1f} ms per call "
               f"(least squares through 0), correlation {corr:+.2f}")
+        if "diagnose" in rows[0]:
+            # The same for the model without its overheads, against the counts each overhead prices.
+            bare = [r["measured"] - r["diagnose"][0] for r in rows]
+            print("missed time per step of the model without overheads, correlation with: " + ", ".join(
+                f"{name} {statistics.correlation([r['diagnose'][k] for r in rows], bare):+.2f}"
+                if len({r['diagnose'][k] for r in rows}) > 1 else f"{name} n/a"
+                for name, k in ((f"{config['model']['overhead_unit']}s", 1), ("calls between compute segments", 2))))
         amsp = [r for r in rows if r["plan"].startswith("amsp-")]
         peers = [r for r in rows if r["plan"] == "zero3" or r["plan"].startswith("mics")]
         if amsp and peers:
