@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""scripts/cluster/check.py's statistics and its calibration of the overheads, against
+hand-computed values (no cluster, no planner: the planner is replaced by a linear stand-in whose
+slopes are known). Exit 0 on success, 1 with the failed checks listed."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster"))
+import check  # noqa: E402
+
+failures = []
+
+
+def expect(name, got, want, tol=1e-9):
+    if abs(got - want) > tol:
+        failures.append(f"{name}: got {got}, want {want}")
+
+
+# Spearman with a tie: ranks x (0.5, 0.5, 2), y (0, 1, 2): cov 1.5, var 1.5 and 2 -> 1.5 / sqrt(3).
+expect("spearman tie", check.spearman([1, 1, 2], [1, 2, 3]), 1.5 / 3 ** 0.5)
+expect("spearman reversed", check.spearman([1, 2, 3], [3, 2, 1]), -1.0)
+
+# Separable pairs: a (1.0..1.1) and b (1.2..1.3) do not overlap; c (1.05..1.25) overlaps both.
+rows = [{"plan": "a", "repeats": [1.0, 1.1], "predicted": 1.0},
+        {"plan": "b", "repeats": [1.3, 1.2], "predicted": 2.0},
+        {"plan": "c", "repeats": [1.05, 1.25], "predicted": 0.5}]
+expect("separable pairs", check.separable_pairs(rows)[0], 1)
+expect("ordered right", check.separable_pairs(rows)[1], 1)
+rows[1]["predicted"] = 0.9  # now b is predicted faster than a: the one separable pair is wrong
+expect("ordered wrong", check.separable_pairs(rows)[1], 0)
+
+# Noise floor: repeats (1, 2), (2, 4), (3, 3). Repeat 0 as the prediction of repeat 1: |x/y - 1| =
+# 0.5, 0.5, 0 (median 0.5); repeat 1 of repeat 0: 1, 1, 0 (median 1); Spearman 0.5 both ways.
+floor_error, floor_rho = check.noise_floor([{"repeats": [1, 2]}, {"repeats": [2, 4]}, {"repeats": [3, 3]}])
+expect("floor error", floor_error, 0.75)
+expect("floor spearman", floor_rho, 0.5)
+
+# A linear stand-in for amsp-cluster-predict: serial = base + ring steps x step overhead + calls
+# between compute segments x sync overhead, per plan.
+PLANS = {"cal": (0.10, 20, 4), "sync": (0.12, 30, 16), "x": (0.2, 50, 0), "y": (0.15, 10, 12)}
+STEP, SYNC = 4e-4, 3e-3  # the overheads the calibration must recover
+
+
+def true_step(plan):
+    base, steps, calls = PLANS[plan]
+    return base + steps * STEP + calls * SYNC
+
+
+def fake_sh(cmd, timeout):
+    value = dict(zip(cmd[1::2], cmd[2::2]))
+    lines = []
+    for plan in value["--plans"].split(";"):
+        base, steps, calls = PLANS[plan]
+        t = base + steps * float(value["--step-overhead"]) + calls * float(value["--sync-overhead"])
+        lines.append(json.dumps({"name": plan, "serial": t}))
+    return "\n".join(lines)
+
+
+check.sh = fake_sh
+
+
+class Args:
+    predict, global_batch, overlap_slowdown, overhead_unit, model_args = "predict", 32, 1.0, "step", []
+    call_overhead = sync_overhead = None
+
+
+config = {"mesh": "2x4", "rate": "1gbit", "profile": "p.json",
+          "links": {"intra_gbytes": 1, "intra_latency": 0, "inter_latency": 0},
+          "calibration": {"call_plan": "cal", "call_plan_step": true_step("cal"),
+                          "sync_plan": "sync", "sync_plan_step": true_step("sync")}}
+step_s, sync_s = check.overheads(Args(), config, [])
+expect("calibrated step overhead", step_s, STEP, 1e-12)
+expect("calibrated sync overhead", sync_s, SYNC, 1e-12)
+# A sync plan measured faster than the model with no sync wait: that term is 0, the per-step
+# overhead is fitted alone by least squares over both plans: slopes 20 and 30 ring steps, misses
+# e1 = 20·STEP + 4·SYNC and e2 = 0 − 0.12 -> (20·e1 + 30·e2) / (20² + 30²), clamped at 0.
+config["calibration"]["sync_plan_step"] = 0.0
+e1, e2 = 20 * STEP + 4 * SYNC, -0.12
+want = max(0.0, (20 * e1 + 30 * e2) / (20 ** 2 + 30 ** 2))
+step_s, sync_s = check.overheads(Args(), config, [])
+expect("clamped sync overhead", sync_s, 0.0)
+expect("step overhead alone", step_s, want, 1e-12)
+# A call plan measured 10 ms below its base: the per-step overhead is 0, the sync wait fitted alone
+# over both plans (4 and 16 calls between compute): (4·(−0.01) + 16·e2) / (4² + 16²).
+config["calibration"]["call_plan_step"], config["calibration"]["sync_plan_step"] = 0.09, true_step("sync")
+e2 = 30 * STEP + 16 * SYNC
+step_s, sync_s = check.overheads(Args(), config, [])
+expect("clamped step overhead", step_s, 0.0)
+expect("sync overhead alone", sync_s, (4 * -0.01 + 16 * e2) / (4 ** 2 + 16 ** 2), 1e-12)
+config["calibration"]["call_plan_step"] = true_step("cal")
+# Saved runs without the sync plan: the sync term is 0 and the step overhead fits the call plan.
+del config["calibration"]["sync_plan"], config["calibration"]["sync_plan_step"]
+step_s, sync_s = check.overheads(Args(), config, [])
+expect("no sync plan: sync", sync_s, 0.0)
+expect("no sync plan: step", step_s, (20 * STEP + 4 * SYNC) / 20, 1e-12)
+
+# best_fit recovers overheads that make every plan's measured step exact (error 0, Spearman 1).
+rows = [{"plan": p, "measured": true_step(p), "diagnose": PLANS[p]} for p in PLANS]
+step_s, sync_s, summary = check.best_fit(rows)
+expect("best fit step", step_s, STEP, 1e-12)
+expect("best fit sync", sync_s, SYNC, 1e-12)
+expect("best fit error", summary["median_abs_error"], 0.0, 1e-12)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("check.py statistics: all checks passed")
