@@ -2,6 +2,7 @@
 // fits and step times checked against values worked out by hand below.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "amsp/planner/step_model.hpp"
@@ -69,4 +70,66 @@ TEST_CASE("measured step time: compute, update by OS shard, serial and overlappe
   CHECK(s.mfu == 0.0);
   CHECK_THROWS_WITH_AS((void)measured_step_compute(plan, model, 0, 1, 8e6), doctest::Contains("planner.compute"),
                        amsp::error);
+}
+
+TEST_CASE("CpuContention: interpolation between measured points, nearest point outside, bad curves fail") {
+  const CpuContention cpu{8, {{8, 0.06}, {1, 0.01}, {4, 0.02}}};  // unsorted on purpose
+  CHECK(cpu.seconds_per_sample(1) == doctest::Approx(0.01));
+  CHECK(cpu.seconds_per_sample(2) == doctest::Approx(0.01 + 0.01 / 3));  // a third of the way to 4
+  CHECK(cpu.seconds_per_sample(6) == doctest::Approx(0.04));             // halfway from 4 to 8
+  CHECK(cpu.seconds_per_sample(0.5) == doctest::Approx(0.01));
+  CHECK(cpu.seconds_per_sample(9) == doctest::Approx(0.06));
+  CHECK_NOTHROW(validate(cpu));
+  CHECK_NOTHROW(validate(CpuContention{}));  // off
+  CHECK_FALSE(CpuContention{}.enabled());
+  CHECK(expected_computing_ranks(8, 0.0) == 8.0);
+  CHECK(expected_computing_ranks(8, 1.0) == 1.0);
+  CHECK(expected_computing_ranks(8, 0.25) == doctest::Approx(1 + 7 * 0.75));
+  for (const CpuContention& bad : {CpuContention{8, {{4, 0.02}}}, CpuContention{8, {{4, 0.02}, {4, 0.03}}},
+                                   CpuContention{8, {{1, 0.01}, {9, 0.05}}}, CpuContention{8, {{1, 0.01}, {8, 0.0}}},
+                                   CpuContention{0, {{1, 0.01}, {2, 0.02}}}})
+    CHECK_THROWS_WITH_AS(validate(bad), doctest::Contains("planner.contention"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)expected_computing_ranks(8, 1.5), doctest::Contains("planner.contention"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)CpuContention{}.seconds_per_sample(1), doctest::Contains("planner.contention"),
+                       amsp::error);
+}
+
+TEST_CASE("contended_step_time: fixed points of the compute under CPU contention, solved by hand") {
+  // 8 ranks, seconds per sample 0.01·k (points at k = 1 and 8), one sample per micro-batch, M = 1,
+  // no update; one every-micro-batch term of W seconds.
+  const CpuContention cpu{8, {{1, 0.01}, {8, 0.08}}};
+  const StepCompute base{123.0, 1.0 / 3.0, 1, 0.0};  // per_micro_batch is replaced
+  const std::vector<CommTerm> terms{{"every", Window::every_micro_batch}};
+  // Serial, W = 0.03: T = c + W, b = W / T, k = 1 + 7c / T, c = 0.01·k:
+  //   c = 0.01 + 0.07c / (c + 0.03)  =>  c² − 0.05c − 0.0003 = 0  =>  c = (0.05 + √0.0037) / 2.
+  ContendedStepTime s = contended_step_time(base, 1.0, cpu, 1.0, terms, {0.03});
+  const double c30 = (0.05 + std::sqrt(0.0037)) / 2;
+  CHECK(s.serial.compute == doctest::Approx(c30).epsilon(1e-9));
+  CHECK(s.serial.serial == doctest::Approx(c30 + 0.03).epsilon(1e-9));
+  CHECK(s.computing_serial == doctest::Approx(100 * c30).epsilon(1e-9));
+  // κ = 1: the overlapped step hides nothing, the same fixed point.
+  CHECK(s.overlapped.overlapped == doctest::Approx(c30 + 0.03).epsilon(1e-9));
+  // No communication: nobody is blocked, every rank computes at once: c(8) = 0.08 (the neutral case).
+  s = contended_step_time(base, 1.0, cpu, 1.0, terms, {0.0});
+  CHECK(s.serial.serial == doctest::Approx(0.08));
+  CHECK(s.computing_serial == doctest::Approx(8.0));
+  // W = 0.1, κ = 0 (hidden for free): the overlapped step is max(c, W) = W while c <= W, so
+  //   b = (0.1 − c) / 0.1, k = 1 + 70c, c = 0.01 + 0.7c  =>  c = 1/30, k = 10/3;
+  // serial: c = 0.01 + 0.07c / (c + 0.1)  =>  c² + 0.02c − 0.001 = 0  =>  c = (−0.02 + √0.0044) / 2.
+  s = contended_step_time(base, 1.0, cpu, 0.0, terms, {0.1});
+  CHECK(s.overlapped.overlapped == doctest::Approx(0.1));
+  CHECK(s.overlapped.compute == doctest::Approx(1.0 / 30).epsilon(1e-9));
+  CHECK(s.computing_overlapped == doctest::Approx(10.0 / 3).epsilon(1e-9));
+  const double c100 = (-0.02 + std::sqrt(0.0044)) / 2;
+  CHECK(s.serial.serial == doctest::Approx(c100 + 0.1).epsilon(1e-9));
+  // Four samples per micro-batch and W = 0.12: c = 0.04·k, k = 1 + 7c / (c + 0.12); with c = 4x this
+  // is x = 0.01·(1 + 7x / (x + 0.03)), the first case: c = 4·c30.
+  s = contended_step_time(base, 4.0, cpu, 1.0, terms, {0.12});
+  CHECK(s.serial.compute == doctest::Approx(4 * c30).epsilon(1e-9));
+  // Off: the base compute, both schedules as step_time gives them.
+  s = contended_step_time(base, 1.0, CpuContention{}, 1.0, terms, {0.03});
+  CHECK(s.serial.serial == doctest::Approx(123.03));
+  CHECK(s.computing_serial == 0.0);
+  CHECK_THROWS_WITH_AS((void)contended_step_time(base, 0.0, cpu, 1.0, terms, {0.03}),
+                       doctest::Contains("planner.contention"), amsp::error);
 }

@@ -12,10 +12,20 @@
 // the char-level MLP. The fit: steps of a run without communication (one rank, or every rank
 // alone) take t = seconds_per_sample × samples_per_rank + update of all Φ parameters; two or more
 // runs with different batch sizes give both by least squares (fit_compute_model).
+//
+// CPU contention (CpuContention): where R ranks share fewer cores than ranks (the emulated cluster:
+// 8 ranks on 2 cores), a rank's compute is slower the more of the others compute beside it, and
+// faster while they sit blocked in communication. The calibration measures seconds per sample with
+// k of the R ranks computing at once and the others blocked in a barrier, for a few k; the step
+// model (step_model.hpp, contended_step_time) prices a step's compute at the number of ranks
+// expected to compute beside it (expected_computing_ranks). Off (no points) on GPUs, where compute
+// does not share cores.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "amsp/core/error.hpp"
 
@@ -72,6 +82,62 @@ struct CalibrationStep {
   m.update_seconds_per_param = intercept > 0 ? intercept / params : 0.0;
   validate(m);
   return m;
+}
+
+/// Seconds per sample measured with `computing_ranks` of the machine's ranks computing at once.
+struct ContentionPoint {
+  double computing_ranks = 0;
+  double seconds_per_sample = 0;
+};
+
+/// Compute under CPU contention: `ranks` ranks share the cores; `points` (at least two distinct
+/// computing_ranks in [1, ranks]) measured by the calibration. Empty points = off (GPUs).
+struct CpuContention {
+  int ranks = 0;
+  std::vector<ContentionPoint> points;
+
+  [[nodiscard]] bool enabled() const { return !points.empty(); }
+
+  /// Seconds per sample with k ranks computing at once: linear between the measured points,
+  /// the nearest point's value outside them (no extrapolation beyond what was measured).
+  [[nodiscard]] double seconds_per_sample(double k) const {
+    check(enabled(), "planner.contention", "no contention points measured");
+    std::vector<ContentionPoint> p = points;
+    std::sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.computing_ranks < b.computing_ranks; });
+    if (k <= p.front().computing_ranks) return p.front().seconds_per_sample;
+    for (std::size_t i = 1; i < p.size(); ++i)
+      if (k <= p[i].computing_ranks) {
+        const double t = (k - p[i - 1].computing_ranks) / (p[i].computing_ranks - p[i - 1].computing_ranks);
+        return p[i - 1].seconds_per_sample + t * (p[i].seconds_per_sample - p[i - 1].seconds_per_sample);
+      }
+    return p.back().seconds_per_sample;
+  }
+};
+
+/// Fails with rule planner.contention unless enabled points are finite and positive, lie in
+/// [1, ranks] and have at least two distinct computing_ranks.
+inline void validate(const CpuContention& c) {
+  if (!c.enabled()) return;
+  check(c.ranks >= 1, "planner.contention", "ranks sharing the cores must be at least 1, got ", c.ranks);
+  double low = c.ranks + 1.0, high = 0;
+  for (const ContentionPoint& p : c.points) {
+    check(p.computing_ranks >= 1 && p.computing_ranks <= c.ranks, "planner.contention", "computing ranks ",
+          p.computing_ranks, " outside [1, ", c.ranks, "]");
+    check(std::isfinite(p.seconds_per_sample) && p.seconds_per_sample > 0, "planner.contention",
+          "seconds per sample must be positive, got ", p.seconds_per_sample);
+    low = std::min(low, p.computing_ranks);
+    high = std::max(high, p.computing_ranks);
+  }
+  check(high > low, "planner.contention", "contention needs points at two different numbers of computing ranks");
+}
+
+/// The number of ranks computing while one rank computes, when each of the other ranks - 1 is
+/// blocked in communication for the fraction `blocked` of the step, independently of the others:
+/// the rank itself plus (ranks - 1)(1 - blocked) on average.
+[[nodiscard]] inline double expected_computing_ranks(int ranks, double blocked) {
+  check(ranks >= 1 && blocked >= 0 && blocked <= 1, "planner.contention", "need ranks >= 1 and a blocked fraction in [0, 1], got ",
+        ranks, " and ", blocked);
+  return 1.0 + (ranks - 1) * (1.0 - blocked);
 }
 
 }  // namespace amsp::planner

@@ -24,8 +24,11 @@
 // The compute side can instead come from a measured ComputeModel (compute_model.hpp): a CPU
 // workload's seconds per sample and per updated parameter replace FLOPs / (peak × efficiency) and
 // the HBM-bound update; the windows and κ are the same (StepCompute, measured_step_compute).
+// Where the ranks share CPU cores, contended_step_time prices that compute at the contention the
+// step itself implies (compute_model.hpp's CpuContention; docs/planner.md, "CPU contention").
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -120,6 +123,65 @@ struct StepCompute {
         micro_batches, ", ", params);
   return {model.seconds_per_sample * samples_per_micro_batch, model.forward_fraction, micro_batches,
           model.update_seconds_per_param * params / plan.os.size()};
+}
+
+/// A step whose compute shares CPU cores with the other ranks (CpuContention): each schedule at
+/// its own fixed point, and the expected number of ranks computing at once k there.
+struct ContendedStepTime {
+  StepTime serial;      ///< the step without overlap: read .serial (and its .compute)
+  StepTime overlapped;  ///< the step with overlap: read .overlapped (and its .compute)
+  double computing_serial = 0, computing_overlapped = 0;
+};
+
+namespace detail {
+/// The fixed point of one schedule (`total` selects StepTime::serial or ::overlapped): a rank is
+/// blocked in communication for the step's exposed part, b = (T − M·c − update) / T, so
+/// k = expected_computing_ranks(R, b) ranks compute beside it and c = seconds_per_sample(k) ×
+/// samples. Starts from every rank computing (k = R) and iterates T → c(k(T)) → T. With a curve
+/// that does not fall as k grows, a longer step leaves more ranks computing (T up ⇒ b down ⇒ k up),
+/// so the iteration falls monotonically to the largest fixed point; 1000 rounds at most.
+inline StepTime contended_schedule(StepCompute compute, double samples, const CpuContention& cpu, double kappa,
+                                   const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
+                                   double StepTime::*total, double& computing) {
+  computing = cpu.ranks;
+  compute.per_micro_batch = cpu.seconds_per_sample(computing) * samples;
+  StepTime s = step_time(compute, kappa, terms, term_seconds);
+  for (int round = 0; round < 1000; ++round) {
+    const double t = s.*total;
+    const double blocked = t > 0 ? std::clamp((t - s.compute - s.update) / t, 0.0, 1.0) : 0.0;
+    const double k = expected_computing_ranks(cpu.ranks, blocked);
+    compute.per_micro_batch = cpu.seconds_per_sample(k) * samples;
+    s = step_time(compute, kappa, terms, term_seconds);
+    // Settled on k, not on T: a communication-bound overlapped step keeps T while k still moves.
+    const bool settled = std::abs(k - computing) <= 1e-12 * cpu.ranks;
+    computing = k;
+    if (settled) break;
+  }
+  return s;
+}
+}  // namespace detail
+
+/// Step time when the compute of `samples_per_micro_batch` samples shares CPU cores with the other
+/// ranks: `compute` gives M, the forward fraction and the update (its per_micro_batch is replaced);
+/// `cpu` the measured seconds per sample at each number of ranks computing at once. Without
+/// contention points, step_time(compute, ...) for both schedules (k = 0: not modelled).
+[[nodiscard]] inline ContendedStepTime contended_step_time(const StepCompute& compute, double samples_per_micro_batch,
+                                                           const CpuContention& cpu, double overlap_slowdown,
+                                                           const std::vector<CommTerm>& terms,
+                                                           const std::vector<double>& term_seconds) {
+  if (!cpu.enabled()) {
+    const StepTime s = step_time(compute, overlap_slowdown, terms, term_seconds);
+    return {s, s, 0.0, 0.0};
+  }
+  validate(cpu);
+  check(samples_per_micro_batch > 0, "planner.contention", "samples per micro-batch must be positive, got ",
+        samples_per_micro_batch);
+  ContendedStepTime out;
+  out.serial = detail::contended_schedule(compute, samples_per_micro_batch, cpu, overlap_slowdown, terms, term_seconds,
+                                          &StepTime::serial, out.computing_serial);
+  out.overlapped = detail::contended_schedule(compute, samples_per_micro_batch, cpu, overlap_slowdown, terms,
+                                              term_seconds, &StepTime::overlapped, out.computing_overlapped);
+  return out;
 }
 
 }  // namespace amsp::planner
