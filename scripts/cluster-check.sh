@@ -5,6 +5,7 @@
 # and 2x4, rates 1gbit and 200mbit, the issue's nine plans, 3 repeats). Needs root (exit 77 if not).
 #   scripts/cluster-check.sh                                # the full table (about 30 min)
 #   scripts/cluster-check.sh --meshes 4x2 --rates 1gbit --plans 'ddp;hsdp' --repeats 2   # a smoke run
+#   scripts/cluster-check.sh --out run.json --diagnose      # + the best fit of the overheads (what the lead runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $(id -u) == 0 ]] || { echo "cluster-check.sh: SKIP: needs root (network namespaces)" >&2; exit 77; }

@@ -52,6 +52,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                                "the engine's communication on a worker thread (reductions overlap the backward) or "
                                "on the calling thread",
                                EngineSpace::async, {{"async", EngineSpace::async}, {"serial", EngineSpace::serial}});
+  t.compute_turns = args.integer<int>("--compute-turns", "T",
+                                      "calibration: compute each micro-batch in T turns (rank r in turn r % T, the "
+                                      "others in a barrier), so world/T ranks compute at once; 1 = off",
+                                      1, between(1, 1 << 20));
   c.bf16 = args.flag("--bf16", "bf16 parameters and gradients (fp32 optimizer states)");
 
   args.section("Model");

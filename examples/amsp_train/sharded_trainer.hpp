@@ -128,6 +128,12 @@ public:
     });
   }
 
+  /// Waits in a barrier of `world`, counted as communication (TrainConfig::compute_turns).
+  template <class Raw>
+  void wait_for_turn(Raw& world) {
+    timed([&] { world.barrier(); });
+  }
+
   /// Waits for the engine's worker (HostAsync) before the loop's own collectives: afterwards no
   /// thread but the caller's talks to the communicator. A no-op in HostSerial, whose calls all
   /// come from the caller's thread already.
@@ -209,6 +215,13 @@ template <class ParamT, class Space, class Comm, class Raw>
 TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const amsp::Plan& plan,
                            const TrainConfig& cfg, const TextCorpus& data,
                            const std::shared_ptr<amsp::comm::TrafficCounter>& counter, TrainLog* log) {
+  // Turns wait in a barrier of `world` while the engine's worker may still reduce on its own groups:
+  // gathers (sharded parameters) or a serial engine would block the caller inside a turn.
+  amsp::check(cfg.compute_turns == 1 || (cfg.compute_turns >= 1 && mesh.world_size() % cfg.compute_turns == 0 &&
+                                         plan.p.size() == 1 && Space::asynchronous),
+              "cli.compute_turns", "--compute-turns ", cfg.compute_turns,
+              " needs a divisor of the world size ", mesh.world_size(),
+              ", replicated parameters (p=1x1) and --engine-space async");
   ShardedRun<Comm, ParamT, Space> run(comm, mesh, plan, cfg);
   const auto context = static_cast<std::size_t>(cfg.model.context);
   const WindowSampler sampler(data.train.size(), context, cfg.global_batch, cfg.seed);
@@ -253,10 +266,14 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     const double comm_before = run.comm_seconds();
     double loss_sum = 0.0;
     for (int m = 0; m < cfg.micro_batches; ++m)
-      loss_sum += run.micro_batch(windows_at(data.train, sampler.starts(std::uint64_t(step), mesh.world_size(),
-                                                                          cfg.micro_batches, comm.rank(), m),
-                                             context),
-                                  m == cfg.micro_batches - 1);
+      for (int turn = 0; turn < cfg.compute_turns; ++turn) {  // one turn unless calibrating (compute_turns)
+        if (comm.rank() % cfg.compute_turns == turn)
+          loss_sum += run.micro_batch(windows_at(data.train, sampler.starts(std::uint64_t(step), mesh.world_size(),
+                                                                              cfg.micro_batches, comm.rank(), m),
+                                                 context),
+                                      m == cfg.micro_batches - 1);
+        if (cfg.compute_turns > 1) run.wait_for_turn(world);
+      }
     // The loss reduction is the loop's own collective: it waits for the last gradient reductions,
     // which step() would wait for anyway, and leaves the spread free to overlap the next forward.
     run.quiesce();
@@ -287,6 +304,19 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     out.bytes_intra += r.bytes_intra;  // summed here, divided by the step count at the end
     out.bytes_inter += r.bytes_inter;
     if (log) log->record(r);
+  }
+  // Every rank's split, for the check of the contention model (rank 0's alone shows one rank).
+  run.quiesce();
+  std::vector<double> mine;
+  for (const StepRecord& r : out.steps) mine.push_back(r.seconds);
+  for (const StepRecord& r : out.steps) mine.push_back(r.comm_seconds);
+  std::vector<double> all(mine.size() * std::size_t(mesh.world_size()));
+  world.all_gather(mine.data(), all.data(), mine.size());
+  for (int r = 0; r < mesh.world_size(); ++r) {
+    const auto first = all.begin() + std::ptrdiff_t(r * mine.size());
+    out.rank_step_seconds.insert(out.rank_step_seconds.end(), first, first + std::ptrdiff_t(out.steps.size()));
+    out.rank_comm_seconds.insert(out.rank_comm_seconds.end(), first + std::ptrdiff_t(out.steps.size()),
+                                 first + std::ptrdiff_t(mine.size()));
   }
   out.bytes_intra /= double(out.steps.size());
   out.bytes_inter /= double(out.steps.size());

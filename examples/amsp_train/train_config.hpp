@@ -30,6 +30,11 @@ struct TrainConfig {
   bool keep_gathered = false;  ///< keep each gathered bucket from its forward to its backward
   bool overlap = true;         ///< prefetch the next bucket and let the spread run into the next forward
   EngineSpace engine_space = EngineSpace::async;
+  /// Compute calibration under CPU contention (scripts/cluster/check.py): each micro-batch is
+  /// computed in this many turns, rank r in turn r % compute_turns, the others waiting in a barrier
+  /// of the world (counted as communication), so world / compute_turns ranks compute at once. The
+  /// training is the same; 1 = off. Needs replicated parameters and the async engine space.
+  int compute_turns = 1;
   int eval_every = 50;         ///< validation loss every N steps and after the last (0: only the last)
   std::size_t eval_windows = 64;
   int sample_bytes = 0;        ///< bytes of text sampled at the end (rank 0)
@@ -59,6 +64,9 @@ struct TrainOutcome {
   std::size_t model_state_bytes = 0;                  ///< this rank's P + G + OS stores
   std::size_t parameters = 0;
   std::string sample;  ///< sampled text (rank 0)
+  /// Every rank's step and communication seconds per step, rank-major: rank r's step i at
+  /// r × steps.size() + i (gathered after the last step; rank 0's equal `steps`).
+  std::vector<double> rank_step_seconds, rank_comm_seconds;
 };
 
 }  // namespace amsp_train

@@ -85,14 +85,36 @@ def calibrate(a, mesh, launcher):
             steps, _ = train(a, mesh, plan, 12, ["--backend", "mpi", "--no-overlap"], launcher)
             medians.append(statistics.median(s["step_ms"] for s in steps) / 1e3)
         return statistics.median(medians)
-    return {"points": points, "ddp_step": step, "call_plan": CALL_PLAN, "call_plan_step": plan_step(CALL_PLAN),
+    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, points[0]),
+            "call_plan": CALL_PLAN, "call_plan_step": plan_step(CALL_PLAN),
             "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": plan_step(SYNC_PLAN[mesh])}
+
+
+def contention_points(a, mesh, launcher, full):
+    """The same compute measurement (ddp without overlap, compute_ms per sequence) with k of the
+    n ranks computing at once: amsp-train --compute-turns n/k computes each micro-batch in n/k
+    turns, the other ranks waiting in a barrier (with mpi_yield_when_idle, as they wait on a link).
+    `full` is the calibration point above (every rank computing: k = n). Returns [[k, seconds per
+    sequence], ...] for k = n, n/2, ..., 1 (the planner's CpuContention, docs/planner.md)."""
+    ranks, nodes = map(int, mesh.split("x"))
+    n = ranks * nodes
+    samples, seconds = full
+    out = [[n, seconds / samples]]
+    turns = 2
+    while turns <= n:
+        if n % turns == 0:
+            steps, _ = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap", "--compute-turns", str(turns)],
+                             launcher)
+            out.append([n // turns, statistics.median(s["compute_ms"] for s in steps) / 1e3 / samples])
+        turns *= 2
+    return out
 
 
 def overheads(a, config, compute_args):
     """(seconds per collective call or ring step (--overhead-unit), seconds per call between compute
     segments) that make the planner's steps without overlap of the calibration plans equal their
-    measured steps. The step is linear in both, so two plans give two equations: CALL_PLAN (one
+    measured steps. The step is linear in both (nearly, under CPU contention: Newton rounds), so
+    two plans give two equations: CALL_PLAN (one
     gradient reduce-scatter per unit between compute segments, then the end-of-step reductions)
     and SYNC_PLAN (a parameter gather before every unit's forward and backward). A negative
     solution means the term is not seen: it is set to 0 and the other fitted alone (least squares).
@@ -108,12 +130,25 @@ def overheads(a, config, compute_args):
 
     def serial(plan, step_s, sync_s):
         return json.loads(sh(predict_command(a, config, [plan], compute_args, step_s, sync_s), 60))["serial"]
-    rows = []  # (measured - predicted with both at their fixed value or 0, d/d step, d/d sync)
-    for plan, measured in plans:
-        t0 = serial(plan, step0 or 0.0, sync0 or 0.0)
-        rows.append((measured - t0, (serial(plan, (step0 or 0.0) + 1e-3, sync0 or 0.0) - t0) / 1e-3,
-                     (serial(plan, step0 or 0.0, (sync0 or 0.0) + 1e-3) - t0) / 1e-3))
+    # Linear in both without CPU contention: one round solves it. With contention (compute depends
+    # on the waits) the step is only nearly linear: Newton rounds, each linearised at the last solution.
+    step_s, sync_s = step0 or 0.0, sync0 or 0.0
+    for _ in range(1 if "--contention" not in compute_args else 8):
+        rows = []  # (measured - predicted + the linear part, d/d step, d/d sync) at (step_s, sync_s)
+        for plan, measured in plans:
+            t0 = serial(plan, step_s, sync_s)
+            d_step = (serial(plan, step_s + 1e-3, sync_s) - t0) / 1e-3
+            d_sync = (serial(plan, step_s, sync_s + 1e-3) - t0) / 1e-3
+            rows.append((measured - t0 + d_step * (step_s - (step0 or 0.0)) + d_sync * (sync_s - (sync0 or 0.0)),
+                         d_step, d_sync))
+        step_s, sync_s = solve_overheads(rows, step0, sync0, fixed_step, fixed_sync)
+    return step_s, sync_s
 
+
+def solve_overheads(rows, step0, sync0, fixed_step, fixed_sync):
+    """The two overheads from rows (measured - predicted at (step0 or 0, sync0 or 0), d/d step,
+    d/d sync) of a linear step; a fixed one stays, a negative one is set to 0 and the other fitted
+    alone (least squares through 0)."""
     def alone(k):  # least squares of one unknown through 0, never negative
         den = sum(r[k] ** 2 for r in rows)
         return max(0.0, sum(r[0] * r[k] for r in rows) / den) if den else 0.0
@@ -228,7 +263,10 @@ def analyze(a, config):
             rows.append({"plan": plan, "shape": p["plan"], "measured": statistics.median(medians),
                          "repeats": medians, "spread": (max(medians) - min(medians)) / statistics.median(medians),
                          "predicted": p[PREDICTION[mode]], "measured_compute": compute,
-                         "predicted_compute": p["compute"] + p["update"], "predicted_comm": p["communication"],
+                         "predicted_compute": p["compute_serial" if mode == "serial" else "compute"] + p["update"],
+                         "predicted_comm": p["communication"],
+                         "computing_predicted": p["computing_serial" if mode == "serial" else "computing_overlapped"],
+                         "computing_measured": measured_computing(runs, ranks * nodes),
                          "link_measured": link, "link_model": p["link_bytes_per_node"],
                          "calls": p["collective_calls"],
                          "engine_inter_x_ranks": runs[0]["final"]["expected_bytes_inter_per_step"] * ranks})
@@ -253,8 +291,19 @@ def analyze(a, config):
                        "sync_overhead_from": "--sync-overhead" if a.sync_overhead is not None else
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
-                       "update_seconds_per_param": any_p["update_seconds_per_param"]}
+                       "update_seconds_per_param": any_p["update_seconds_per_param"],
+                       "contention": contention_args(a, config)[1:] or
+                       ["off" if a.contention == "off" else "not measured: off"]}
     return config
+
+
+def measured_computing(runs, n):
+    """From every rank's split (amsp-train's final "ranks"; saved runs before it have none: nan):
+    the ranks computing beside one rank, 1 + (n − 1)(1 − b), b the mean over ranks of the share of
+    the step spent waiting, steps 2 .. n − 1 as in the records. Compare with the model's k."""
+    shares = [c / t for run in runs for r in run["final"].get("ranks", [])
+              for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1]) if t > 0]
+    return 1 + (n - 1) * (1 - statistics.mean(shares)) if shares else float("nan")
 
 
 def compute_model_args(a, config):
@@ -268,8 +317,22 @@ def compute_model_args(a, config):
       included. On an oversubscribed CPU a rank's own compute_ms is not what the group waits for:
       every collective waits for the last rank, descheduled more than rank 0 (measured: the steps
       missed 0.3 to 0.8 s with rank 0's compute, whatever the plan's number of collectives). Not
-      the default: under load the one ddp step it rests on varied by 67 % between runs."""
+      the default: under load the one ddp step it rests on varied by 67 % between runs.
+    Then the CPU contention points (contention_args), anchored at the same rate for k = n."""
     points = config["calibration"]["points"]
+    return compute_rate_args(a, config, points) + contention_args(a, config)
+
+
+def contention_args(a, config):
+    """--contention for the planner when on and measured (saved runs before it have none)."""
+    points = config["calibration"].get("contention")
+    if a.contention == "off" or not points:
+        return []
+    return ["--contention", ",".join(f"{k}:{t}" for k, t in points)]
+
+
+def compute_rate_args(a, config, points):
+    """The compute rate (every rank computing) of compute_model_args's modes."""
     if a.compute == "line":
         return ["--calibration", ",".join(f"{b}:{t}" for b, t in points)]
     samples, seconds = points[0]
@@ -369,7 +432,8 @@ def print_tables(config):
     print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
           f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.1f} ns "
           f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
-          f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}). Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
+          f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}); "
+          f"CPU contention, computing ranks:seconds per sequence: {m['contention'][0]}. Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
           f"inter ring step.\n")
     for mode, rows in config["tables"].items():
@@ -385,6 +449,8 @@ def print_tables(config):
                   f"{r['predicted']:.3f} | {100 * (r['predicted'] / r['measured'] - 1):+.0f} % | "
                   f"{r['measured_compute']:.3f} / {r['predicted_compute']:.3f} | {r['link_measured']:.0f} | "
                   f"{lm:.0f}{link_err} | {r['engine_inter_x_ranks']:.0f} |")
+        print("\ncomputing ranks beside one rank (CPU contention), predicted / from every rank's waits: " + ", ".join(
+            f"{r['plan']} {r['computing_predicted']:.1f} / {r['computing_measured']:.1f}" for r in rows))
         s = summarize(rows)
         # Which term is wrong: the part of the step the model misses, against the number of
         # collective calls per step (a per-call cost the back-to-back profile does not see).
@@ -447,6 +513,9 @@ def main():
                          "collectives only inside MPI calls); 0 = hidden for free")
     ap.add_argument("--compute", choices=["step", "origin", "line"], default="origin",
                     help="compute model from the calibration (see compute_model_args)")
+    ap.add_argument("--contention", choices=["on", "off"], default="on",
+                    help="price compute at the CPU contention each plan's step implies (the calibration's "
+                         "--compute-turns points; saved runs without them: off); off = every rank computing at once")
     ap.add_argument("--call-overhead", type=float, default=None,
                     help="seconds per collective call for the planner (default: calibrated from the run of "
                          "CALL_PLAN; 0 reproduces the model without the term)")

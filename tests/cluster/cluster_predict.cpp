@@ -9,7 +9,7 @@
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
-//       [--sync-overhead 0]
+//       [--sync-overhead 0] [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
@@ -17,7 +17,10 @@
 // to every step of its ring (Cluster::step_overhead_s), --sync-overhead seconds to every call that
 // sits between two compute segments (Cluster::sync_overhead_s). Each line also lists every call
 // ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
-// the model's terms.
+// the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
+// at once, the others blocked; --contention-ranks ranks share the cores, default the world) prices
+// each schedule's compute at the contention its own step implies (contended_step_time); the line
+// then also has each schedule's compute and expected computing ranks.
 
 #include <cstdio>
 #include <cstdlib>
@@ -135,6 +138,13 @@ int run(int argc, char** argv) {
     }
     compute = fit_compute_model(steps, params, compute.forward_fraction);
   }
+  CpuContention contention{static_cast<int>(a.number("contention-ranks", mesh.world_size())), {}};
+  for (const std::string& point : split(a.text("contention"), ',')) {
+    const std::size_t colon = point.find(':');
+    check(colon != std::string::npos, "cli.value", "--contention needs ranks:seconds pairs, got '", point, "'");
+    contention.points.push_back({std::stod(point.substr(0, colon)), std::stod(point.substr(colon + 1))});
+  }
+  validate(contention);
   const int M = static_cast<int>(a.number("micro-batches", 1));
   const double samples = a.number("global-batch", 256) / (mesh.world_size() * M);
   ScheduleOptions schedule;  // the example's: fp32 (or bf16) on the wire, gathered again for backward
@@ -164,19 +174,22 @@ int run(int argc, char** argv) {
         link_bytes += c.count * mesh.world_size() / c.group.size() * link_bytes_per_group(c.op, c.bytes, c.group);
     }
     // The example's own traffic, outside the engine: the training loss AllReduced over the world
-    // (one double) after every step; nothing hides it (it waits for the step), so it joins the
-    // update at the end of the step.
+    // (one double) after every step; nothing hides it (it waits for the step): a wait at the end
+    // of the step, next to the update.
     StepCompute step = measured_step_compute(plan, compute, samples, M, params);
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
-    step.update += cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
-    const StepTime s = step_time(step, kappa, terms, seconds);
+    step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
+    const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds);
+    const StepTime& s = c.overlapped;
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
+                "\"compute_serial\":%.6f,\"computing_serial\":%.3f,\"computing_overlapped\":%.3f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
                 "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g,"
                 "\"collective_calls\":%.0f,\"calls\":[%s]}\n",
-                to_string(plan).c_str(), name.c_str(), s.serial, s.overlapped, s.compute, s.communication, s.update,
-                inter_per_rank, link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param,
-                calls, call_list.c_str());
+                to_string(plan).c_str(), name.c_str(), c.serial.serial, s.overlapped, s.compute, c.serial.compute,
+                c.computing_serial, c.computing_overlapped, s.communication, s.update, inter_per_rank,
+                link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param, calls,
+                call_list.c_str());
   }
   return 0;
 }

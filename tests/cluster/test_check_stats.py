@@ -13,7 +13,7 @@ failures = []
 
 
 def expect(name, got, want, tol=1e-9):
-    if abs(got - want) > tol:
+    if (abs(got - want) > tol) if isinstance(want, float) else got != want:
         failures.append(f"{name}: got {got}, want {want}")
 
 
@@ -40,6 +40,7 @@ expect("floor spearman", floor_rho, 0.5)
 # between compute segments x sync overhead, per plan.
 PLANS = {"cal": (0.10, 20, 4), "sync": (0.12, 30, 16), "x": (0.2, 50, 0), "y": (0.15, 10, 12)}
 STEP, SYNC = 4e-4, 3e-3  # the overheads the calibration must recover
+NONLINEAR = 3.0  # with --contention: serial += 3·(overhead part)², about 10 % of it
 
 
 def true_step(plan):
@@ -53,6 +54,8 @@ def fake_sh(cmd, timeout):
     for plan in value["--plans"].split(";"):
         base, steps, calls = PLANS[plan]
         t = base + steps * float(value["--step-overhead"]) + calls * float(value["--sync-overhead"])
+        if "--contention" in value:  # contention makes the step nonlinear in the overheads
+            t += NONLINEAR * (t - base) ** 2
         lines.append(json.dumps({"name": plan, "serial": t}))
     return "\n".join(lines)
 
@@ -94,6 +97,39 @@ del config["calibration"]["sync_plan"], config["calibration"]["sync_plan_step"]
 step_s, sync_s = check.overheads(Args(), config, [])
 expect("no sync plan: sync", sync_s, 0.0)
 expect("no sync plan: step", step_s, (20 * STEP + 4 * SYNC) / 20, 1e-12)
+
+# With CPU contention the step is nonlinear in the overheads: the Newton rounds still recover them
+# (one linear round alone misses by about 10 %).
+CONTENTION = ["--contention", "8:0.01,1:0.002"]
+cal = {"call_plan": "cal", "sync_plan": "sync"}
+for plan in ("cal", "sync"):
+    u = PLANS[plan][1] * STEP + PLANS[plan][2] * SYNC
+    cal[plan + "_plan_step" if plan == "sync" else "call_plan_step"] = PLANS[plan][0] + u + NONLINEAR * u * u
+config["calibration"] = cal
+step_s, sync_s = check.overheads(Args(), config, CONTENTION)
+expect("contention: step overhead", step_s, STEP, 1e-9)
+expect("contention: sync overhead", sync_s, SYNC, 1e-9)
+
+
+# The contention points reach the planner only when measured and on.
+class On(Args):
+    contention, compute = "on", "origin"
+
+
+class Off(On):
+    contention = "off"
+
+
+config["calibration"]["contention"] = [[8, 0.01], [4, 0.005]]
+expect("contention args", check.contention_args(On(), config), ["--contention", "8:0.01,4:0.005"])
+expect("contention off", check.contention_args(Off(), config), [])
+del config["calibration"]["contention"]
+expect("contention not measured", check.contention_args(On(), config), [])
+# Computing ranks from every rank's waits: shares 0.25 and 0.75 (first and last step dropped),
+# mean 0.5, on 8 ranks: 1 + 7·0.5.
+runs = [{"final": {"ranks": [{"step_ms": [9, 100, 100, 9], "comm_ms": [9, 25, 75, 9]}]}}]
+expect("measured computing ranks", check.measured_computing(runs, 8), 4.5, 1e-12)
+expect("no ranks: nan", str(check.measured_computing([{"final": {}}], 8)), "nan")
 
 # best_fit recovers overheads that make every plan's measured step exact (error 0, Spearman 1).
 rows = [{"plan": p, "measured": true_step(p), "diagnose": PLANS[p]} for p in PLANS]

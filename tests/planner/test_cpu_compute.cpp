@@ -98,7 +98,7 @@ TEST_CASE("contended_step_time: fixed points of the compute under CPU contention
   // 8 ranks, seconds per sample 0.01·k (points at k = 1 and 8), one sample per micro-batch, M = 1,
   // no update; one every-micro-batch term of W seconds.
   const CpuContention cpu{8, {{1, 0.01}, {8, 0.08}}};
-  const StepCompute base{123.0, 1.0 / 3.0, 1, 0.0};  // per_micro_batch is replaced
+  const StepCompute base{123.0, 1.0 / 3.0, 1, 0.0, 0.0};  // per_micro_batch is replaced
   const std::vector<CommTerm> terms{{"every", Window::every_micro_batch}};
   // Serial, W = 0.03: T = c + W, b = W / T, k = 1 + 7c / T, c = 0.01·k:
   //   c = 0.01 + 0.07c / (c + 0.03)  =>  c² − 0.05c − 0.0003 = 0  =>  c = (0.05 + √0.0037) / 2.
@@ -126,6 +126,13 @@ TEST_CASE("contended_step_time: fixed points of the compute under CPU contention
   // is x = 0.01·(1 + 7x / (x + 0.03)), the first case: c = 4·c30.
   s = contended_step_time(base, 4.0, cpu, 1.0, terms, {0.12});
   CHECK(s.serial.compute == doctest::Approx(4 * c30).epsilon(1e-9));
+  // A wait outside the terms (StepCompute::wait, the loss AllReduce) is blocked time like a term:
+  // no term, wait 0.03 gives the first case's fixed point.
+  StepCompute waiting = base;
+  waiting.wait = 0.03;
+  s = contended_step_time(waiting, 1.0, cpu, 1.0, terms, {0.0});
+  CHECK(s.serial.serial == doctest::Approx(c30 + 0.03).epsilon(1e-9));
+  CHECK(s.overlapped.overlapped == doctest::Approx(c30 + 0.03).epsilon(1e-9));
   // Off: the base compute, both schedules as step_time gives them.
   s = contended_step_time(base, 1.0, CpuContention{}, 1.0, terms, {0.03});
   CHECK(s.serial.serial == doctest::Approx(123.03));

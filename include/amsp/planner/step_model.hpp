@@ -68,6 +68,9 @@ struct StepCompute {
   double forward_fraction = 1.0 / 3.0;  ///< its forward's share
   int micro_batches = 1;                ///< M
   double update = 0;                    ///< seconds of the optimizer update
+  /// Seconds of waits outside the terms that nothing hides (the example's loss AllReduce): added
+  /// to both steps like the update, but blocked time, not compute, for CPU contention.
+  double wait = 0;
 };
 
 /// Step time from the compute side and the seconds of each term (in `terms` order); κ is the
@@ -90,12 +93,12 @@ struct StepCompute {
   s.compute = M * per_mb;
   s.update = compute.update;
   s.communication = every + first + last;
-  s.serial = s.compute + s.communication + s.update;
+  s.serial = s.compute + s.communication + s.update + compute.wait;
   const double share_first = forward / s.compute;
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
   const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
-  s.overlapped = s.update + window(forward, first + every * share_first) +
+  s.overlapped = s.update + compute.wait + window(forward, first + every * share_first) +
                  window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
   return s;
 }
@@ -105,7 +108,7 @@ struct StepCompute {
 [[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
                                         const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds) {
   const StepCompute compute{micro_batch_compute_seconds(m, w, c), w.recompute ? 0.25 : 1.0 / 3.0, w.micro_batches,
-                            update_seconds(plan, m, c)};
+                            update_seconds(plan, m, c), 0.0};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);
@@ -122,7 +125,7 @@ struct StepCompute {
         "need positive samples per micro-batch, micro-batches and parameters, got ", samples_per_micro_batch, ", ",
         micro_batches, ", ", params);
   return {model.seconds_per_sample * samples_per_micro_batch, model.forward_fraction, micro_batches,
-          model.update_seconds_per_param * params / plan.os.size()};
+          model.update_seconds_per_param * params / plan.os.size(), 0.0};
 }
 
 /// A step whose compute shares CPU cores with the other ranks (CpuContention): each schedule at
@@ -135,7 +138,8 @@ struct ContendedStepTime {
 
 namespace detail {
 /// The fixed point of one schedule (`total` selects StepTime::serial or ::overlapped): a rank is
-/// blocked in communication for the step's exposed part, b = (T − M·c − update) / T, so
+/// blocked in communication for the step's exposed part, b = (T − M·c − update) / T (the terms'
+/// exposed seconds and StepCompute::wait), so
 /// k = expected_computing_ranks(R, b) ranks compute beside it and c = seconds_per_sample(k) ×
 /// samples. Starts from every rank computing (k = R) and iterates T → c(k(T)) → T. With a curve
 /// that does not fall as k grows, a longer step leaves more ranks computing (T up ⇒ b down ⇒ k up),
