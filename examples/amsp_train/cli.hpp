@@ -53,8 +53,8 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                                "on the calling thread",
                                EngineSpace::async, {{"async", EngineSpace::async}, {"serial", EngineSpace::serial}});
   t.compute_turns = args.integer<int>("--compute-turns", "T",
-                                      "calibration: compute each micro-batch in T turns (rank r in turn r % T, the "
-                                      "others in a barrier), so world/T ranks compute at once; 1 = off",
+                                      "calibration: compute each micro-batch in T turns (rank r in turn (r + step) % T, "
+                                      "the others in a barrier), so world/T ranks compute at once; 1 = off",
                                       1, between(1, 1 << 20));
   c.bf16 = args.flag("--bf16", "bf16 parameters and gradients (fp32 optimizer states)");
 

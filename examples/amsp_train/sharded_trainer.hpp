@@ -267,7 +267,7 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     double loss_sum = 0.0;
     for (int m = 0; m < cfg.micro_batches; ++m)
       for (int turn = 0; turn < cfg.compute_turns; ++turn) {  // one turn unless calibrating (compute_turns)
-        if (comm.rank() % cfg.compute_turns == turn)
+        if ((comm.rank() + step) % cfg.compute_turns == turn)  // rotating: every rank takes every turn
           loss_sum += run.micro_batch(windows_at(data.train, sampler.starts(std::uint64_t(step), mesh.world_size(),
                                                                               cfg.micro_batches, comm.rank(), m),
                                                  context),

@@ -31,7 +31,8 @@ struct TrainConfig {
   bool overlap = true;         ///< prefetch the next bucket and let the spread run into the next forward
   EngineSpace engine_space = EngineSpace::async;
   /// Compute calibration under CPU contention (scripts/cluster/check.py): each micro-batch is
-  /// computed in this many turns, rank r in turn r % compute_turns, the others waiting in a barrier
+  /// computed in this many turns, rank r in turn (r + step) % compute_turns (a later turn computes
+  /// beside the earlier turns' waiting reductions: rotating spreads that over every rank), the others waiting in a barrier
   /// of the world (counted as communication), so world / compute_turns ranks compute at once. The
   /// training is the same; 1 = off. Needs replicated parameters and the async engine space.
   int compute_turns = 1;

@@ -63,18 +63,29 @@ def train(a, mesh, plan, steps, extra, launcher, batch=None):
     return records[1:-1], json.loads(out.strip().splitlines()[-1])
 
 
+def median_compute(steps, final):
+    """The compute measurement: the median over every rank and the timed steps (2 .. n − 1) of
+    amsp-train's step less its waits for communication, in seconds; rank 0's own records where the
+    final record has no every-rank split (saved runs before it)."""
+    ranks = final.get("ranks")
+    if not ranks:
+        return statistics.median(s["compute_ms"] for s in steps) / 1e3
+    return statistics.median(t - c for r in ranks for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1])) / 1e3
+
+
 def calibrate(a, mesh, launcher):
     """The compute model's measurement, by the example itself: ddp without overlap on the cluster,
-    at the global batch of the runs and at 2x it. amsp-train's compute_ms (the step without its
-    waits for communication) per step = a·samples per rank + update of all parameters; the
-    planner fits a and the update rate (fit_compute_model). (A calibration with the ranks as
+    at the global batch of the runs and at 2x it. amsp-train's compute (the step without its
+    waits for communication, every rank's: median_compute) per step = a·samples per rank
+    + update of all parameters; the planner fits a and the update rate (fit_compute_model). (A calibration with the ranks as
     threads of one process came out 2x slower per sample than the MPI ranks: other contention.)"""
     ranks, nodes = map(int, mesh.split("x"))
     points = []
     for batch in (a.global_batch, 2 * a.global_batch):
-        steps, _ = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
-        points.append((batch // (ranks * nodes), statistics.median(s["compute_ms"] for s in steps) / 1e3))
+        steps, final = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
+        points.append((batch // (ranks * nodes), median_compute(steps, final)))
         if batch == a.global_batch:
+            full = (points[-1], final)
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
     # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s): two plans
     # that are NOT among the plans checked, without overlap, three times each (the median: one run
@@ -85,27 +96,30 @@ def calibrate(a, mesh, launcher):
             steps, _ = train(a, mesh, plan, 12, ["--backend", "mpi", "--no-overlap"], launcher)
             medians.append(statistics.median(s["step_ms"] for s in steps) / 1e3)
         return statistics.median(medians)
-    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, points[0]),
+    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full),
             "call_plan": CALL_PLAN, "call_plan_step": plan_step(CALL_PLAN),
             "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": plan_step(SYNC_PLAN[mesh])}
 
 
-def contention_points(a, mesh, launcher, full):
-    """The same compute measurement (ddp without overlap, compute_ms per sequence) with k of the
-    n ranks computing at once: amsp-train --compute-turns n/k computes each micro-batch in n/k
-    turns, the other ranks waiting in a barrier (with mpi_yield_when_idle, as they wait on a link).
-    `full` is the calibration point above (every rank computing: k = n). Returns [[k, seconds per
-    sequence], ...] for k = n, n/2, ..., 1 (the planner's CpuContention, docs/planner.md)."""
+def contention_points(a, mesh, launcher, full, full_final):
+    """The same compute measurement (ddp without overlap, compute per sequence) with fewer ranks
+    computing at once: amsp-train --compute-turns T computes each micro-batch in T turns, the other
+    ranks waiting in a barrier (with mpi_yield_when_idle, as they wait on a link). `full` is the
+    calibration point above (T = 1). Each point is labelled by the ranks computing at once measured
+    in its own run with the estimator the model uses (measured_computing: from every rank's waits;
+    at most 1 + (n − 1)/T), not by n/T: ranks staggered by the scheduler wait even with T = 1, and the
+    model's k counts them the same way. Returns [[k, seconds per sequence], ...] for T = 1, 2, 4, ..., n
+    (the planner's CpuContention, docs/planner.md)."""
     ranks, nodes = map(int, mesh.split("x"))
     n = ranks * nodes
     samples, seconds = full
-    out = [[n, seconds / samples]]
+    out = [[measured_computing([{"final": full_final}], n), seconds / samples]]
     turns = 2
     while turns <= n:
         if n % turns == 0:
-            steps, _ = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap", "--compute-turns", str(turns)],
-                             launcher)
-            out.append([n // turns, statistics.median(s["compute_ms"] for s in steps) / 1e3 / samples])
+            steps, final = train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap", "--compute-turns", str(turns)],
+                                 launcher)
+            out.append([measured_computing([{"final": final}], n), median_compute(steps, final) / samples])
         turns *= 2
     return out
 
@@ -326,9 +340,9 @@ def compute_model_args(a, config):
 def contention_args(a, config):
     """--contention for the planner when on and measured (saved runs before it have none)."""
     points = config["calibration"].get("contention")
-    if a.contention == "off" or not points:
+    if a.contention == "off" or not points or len({k for k, _ in points}) < 2:
         return []
-    return ["--contention", ",".join(f"{k}:{t}" for k, t in points)]
+    return ["--contention", ",".join(f"{k:.4g}:{t:.4g}" for k, t in points)]
 
 
 def compute_rate_args(a, config, points):
@@ -449,8 +463,9 @@ def print_tables(config):
                   f"{r['predicted']:.3f} | {100 * (r['predicted'] / r['measured'] - 1):+.0f} % | "
                   f"{r['measured_compute']:.3f} / {r['predicted_compute']:.3f} | {r['link_measured']:.0f} | "
                   f"{lm:.0f}{link_err} | {r['engine_inter_x_ranks']:.0f} |")
-        print("\ncomputing ranks beside one rank (CPU contention), predicted / from every rank's waits: " + ", ".join(
-            f"{r['plan']} {r['computing_predicted']:.1f} / {r['computing_measured']:.1f}" for r in rows))
+        if any(r["computing_predicted"] > 0 or r["computing_measured"] == r["computing_measured"] for r in rows):
+            print("\ncomputing ranks beside one rank (CPU contention), predicted / from every rank's waits: " + ", ".join(
+                f"{r['plan']} {r['computing_predicted']:.1f} / {r['computing_measured']:.1f}" for r in rows))
         s = summarize(rows)
         # Which term is wrong: the part of the step the model misses, against the number of
         # collective calls per step (a per-call cost the back-to-back profile does not see).

@@ -123,6 +123,8 @@ class Off(On):
 config["calibration"]["contention"] = [[8, 0.01], [4, 0.005]]
 expect("contention args", check.contention_args(On(), config), ["--contention", "8:0.01,4:0.005"])
 expect("contention off", check.contention_args(Off(), config), [])
+config["calibration"]["contention"] = [[4.5, 0.01], [4.5, 0.005]]  # one k only: no curve, off
+expect("contention one k", check.contention_args(On(), config), [])
 del config["calibration"]["contention"]
 expect("contention not measured", check.contention_args(On(), config), [])
 # Computing ranks from every rank's waits: shares 0.25 and 0.75 (first and last step dropped),
@@ -130,6 +132,13 @@ expect("contention not measured", check.contention_args(On(), config), [])
 runs = [{"final": {"ranks": [{"step_ms": [9, 100, 100, 9], "comm_ms": [9, 25, 75, 9]}]}}]
 expect("measured computing ranks", check.measured_computing(runs, 8), 4.5, 1e-12)
 expect("no ranks: nan", str(check.measured_computing([{"final": {}}], 8)), "nan")
+
+# The compute measurement: every rank's step less its waits, steps 2 .. n − 1, median (of 25, 15,
+# 40, 30 ms: 27.5 ms); rank 0's records without the every-rank split.
+final = {"ranks": [{"step_ms": [1, 50, 40, 1], "comm_ms": [0, 25, 25, 0]},
+                   {"step_ms": [1, 60, 70, 1], "comm_ms": [0, 20, 40, 0]}]}
+expect("median compute, every rank", check.median_compute([], final), 0.0275, 1e-12)
+expect("median compute, rank 0", check.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
 
 # best_fit recovers overheads that make every plan's measured step exact (error 0, Spearman 1).
 rows = [{"plan": p, "measured": true_step(p), "diagnose": PLANS[p]} for p in PLANS]

@@ -133,6 +133,12 @@ TEST_CASE("contended_step_time: fixed points of the compute under CPU contention
   s = contended_step_time(waiting, 1.0, cpu, 1.0, terms, {0.0});
   CHECK(s.serial.serial == doctest::Approx(c30 + 0.03).epsilon(1e-9));
   CHECK(s.overlapped.overlapped == doctest::Approx(c30 + 0.03).epsilon(1e-9));
+  // A falling curve (one rank beside seven waiters slower than eight together): c(k) = 0.05 −
+  // 0.04 (k − 1) / 7; serial, W = 0.03: c = 0.05 − 0.04c / (c + 0.03)  =>  c² + 0.02c − 0.0015 = 0
+  //   =>  c = 0.03, k = 1 + 7 · 0.03 / 0.06 = 4.5.
+  s = contended_step_time(base, 1.0, CpuContention{8, {{1, 0.05}, {8, 0.01}}}, 1.0, terms, {0.03});
+  CHECK(s.serial.compute == doctest::Approx(0.03).epsilon(1e-9));
+  CHECK(s.computing_serial == doctest::Approx(4.5).epsilon(1e-9));
   // Off: the base compute, both schedules as step_time gives them.
   s = contended_step_time(base, 1.0, CpuContention{}, 1.0, terms, {0.03});
   CHECK(s.serial.serial == doctest::Approx(123.03));

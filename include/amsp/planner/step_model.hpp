@@ -139,29 +139,31 @@ struct ContendedStepTime {
 namespace detail {
 /// The fixed point of one schedule (`total` selects StepTime::serial or ::overlapped): a rank is
 /// blocked in communication for the step's exposed part, b = (T − M·c − update) / T (the terms'
-/// exposed seconds and StepCompute::wait), so
-/// k = expected_computing_ranks(R, b) ranks compute beside it and c = seconds_per_sample(k) ×
-/// samples. Starts from every rank computing (k = R) and iterates T → c(k(T)) → T. With a curve
-/// that does not fall as k grows, a longer step leaves more ranks computing (T up ⇒ b down ⇒ k up),
-/// so the iteration falls monotonically to the largest fixed point; 1000 rounds at most.
+/// exposed seconds and StepCompute::wait), so k' = expected_computing_ranks(R, b) ranks compute
+/// beside it, where c = seconds_per_sample(k) × samples. The step is consistent where k' = k.
+/// h(k) = k'(k) − k is ≥ 0 at k = 1 and ≤ 0 at k = R and continuous (the curve is piecewise
+/// linear), so bisection finds a root whatever the curve's shape (a measured curve need not rise
+/// everywhere: one rank beside seven spinning waiters may be slower than beside one other).
 inline StepTime contended_schedule(StepCompute compute, double samples, const CpuContention& cpu, double kappa,
                                    const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
                                    double StepTime::*total, double& computing) {
-  computing = cpu.ranks;
-  compute.per_micro_batch = cpu.seconds_per_sample(computing) * samples;
-  StepTime s = step_time(compute, kappa, terms, term_seconds);
-  for (int round = 0; round < 1000; ++round) {
-    const double t = s.*total;
-    const double blocked = t > 0 ? std::clamp((t - s.compute - s.update) / t, 0.0, 1.0) : 0.0;
-    const double k = expected_computing_ranks(cpu.ranks, blocked);
+  const auto step_at = [&](double k) {
     compute.per_micro_batch = cpu.seconds_per_sample(k) * samples;
-    s = step_time(compute, kappa, terms, term_seconds);
-    // Settled on k, not on T: a communication-bound overlapped step keeps T while k still moves.
-    const bool settled = std::abs(k - computing) <= 1e-12 * cpu.ranks;
-    computing = k;
-    if (settled) break;
+    return step_time(compute, kappa, terms, term_seconds);
+  };
+  const auto implied = [&](double k) {
+    const StepTime s = step_at(k);
+    const double t = s.*total;
+    return expected_computing_ranks(cpu.ranks, t > 0 ? std::clamp((t - s.compute - s.update) / t, 0.0, 1.0) : 0.0);
+  };
+  double low = 1.0, high = cpu.ranks;
+  if (implied(high) >= high) low = high;  // nobody waits: every rank computes
+  while (high - low > 1e-13 * cpu.ranks) {
+    const double mid = 0.5 * (low + high);
+    (implied(mid) >= mid ? low : high) = mid;
   }
-  return s;
+  computing = low;
+  return step_at(low);
 }
 }  // namespace detail
 
