@@ -1,7 +1,8 @@
 // The stages of the schedule are types per policy (amsp/engine/detail/engine_stages.hpp): a stage
 // over a group of one rank holds no communicator and no scratch. By type (static_asserts) and by
 // what the engine allocates: DDP (every component Replica) has no gather and no reduction
-// scratch, ZeRO-3 (every component sharded) has both, sized by the buckets in flight.
+// scratch, ZeRO-3 (every component sharded) has both, sized by the buckets in flight, and ZeRO-2
+// only what its sharded stages need.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,6 +62,12 @@ TEST_CASE("a plan of replicas allocates no stage scratch; a sharded plan does") 
     CHECK(ddp.memory.gather_scratch == 0);     // gather(b) is the P store
     CHECK(ddp.memory.reduction_scratch == 0);  // fp32 gradients, no ReduceScatter: none between stages
     CHECK(ddp.memory.scratch >= ddp.memory.gather_scratch + ddp.memory.reduction_scratch);
+  }
+  // Per stage, not per plan: ZeRO-2 shards G, so its G split reduces into scratch, but its P is
+  // replicated and gathers nothing.
+  for (const Usage& zero2 : usage_after_job(mesh, "zero2")) {
+    CHECK(zero2.memory.gather_scratch == 0);
+    CHECK(zero2.memory.reduction_scratch >= zero2.largest_bucket_bytes / 4);
   }
   for (const Usage& zero3 : usage_after_job(mesh, "zero3")) {
     // At least one bucket gathered, at most all of them at once.

@@ -350,25 +350,13 @@ private:
   template <class E>
   void set_slot(Bucket& b, const TensorSlot& slot, const E* values, memory_kind where);
 
-  [[nodiscard]] std::span<ParamT> full_params(Bucket& b) {
-    return std::visit(detail::on_stage{[&](detail::SoloStage&) {  // P replicated: the P store is the bucket
-                                         return std::span<ParamT>(b.p_store.data(), b.p_store.size());
-                                       },
-                                       [&](ShardedParams& p) {
-                                         return std::span<ParamT>(p.gather_pool.data(b.gather_slot), b.geo.n);
-                                       }},
-                      params_);
-  }
+  // The full parameters of a gathered bucket: the P store (P replicated) or its gather slot.
+  [[nodiscard]] std::span<ParamT> full_params(Bucket& b);
   // The AllGather of bucket b's parameters into a slot of the P stage's gather scratch.
   void issue_gather(Bucket& b, ShardedParams& p);
-
   // Nothing to reduce inside the G group (P and the G split are groups of one): the G shard is
   // the whole bucket, and the user's gradients can be written straight into the G store.
-  [[nodiscard]] bool g_group_is_solo() const {
-    return std::visit(detail::on_stage{[](const detail::SoloStage&, const detail::SoloStage&) { return true; },
-                                       [](const auto&, const auto&) { return false; }},
-                      params_, g_split_);
-  }
+  [[nodiscard]] bool g_group_is_solo() const;
 
   // The host reads or writes the stores the last update and spread touched.
   void wait_spread(Bucket& b) { b.update_done.wait(); }

@@ -55,6 +55,17 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::gather(int b) -> std::s
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::full_params(Bucket& b) -> std::span<ParamT> {
+  return std::visit(detail::on_stage{[&](detail::SoloStage&) {  // P replicated: the P store is the bucket
+                                       return std::span<ParamT>(b.p_store.data(), b.p_store.size());
+                                     },
+                                     [&](ShardedParams& p) {
+                                       return std::span<ParamT>(p.gather_pool.data(b.gather_slot), b.geo.n);
+                                     }},
+                    params_);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::gather_into(int b,
     std::span<const tensor_view> tensors) -> void {
   Bucket& bucket = at(b);
@@ -83,6 +94,13 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::release(int b) -> void 
              params_);
   bucket.gather_slot = -1;
   bucket.gathered = false;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::g_group_is_solo() const -> bool {
+  return std::visit(detail::on_stage{[](const detail::SoloStage&, const detail::SoloStage&) { return true; },
+                                     [](const auto&, const auto&) { return false; }},
+                    params_, g_split_);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
