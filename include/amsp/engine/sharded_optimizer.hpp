@@ -26,8 +26,10 @@
 //                      every rank together, fused update of the local OS shard, then the updated
 //                      parameters spread back to the P shards (AllGather, or Broadcast for the
 //                      whole-tensor layout), asynchronously: gather(b) waits for bucket b only.
-// Reductions run in fp32 whatever the gradient dtype. A component whose factor is 1 allocates no
-// scratch and issues no collective.
+// Reductions run in fp32 whatever the gradient dtype. Each stage is a type per policy of its group
+// (amsp/engine/detail/engine_stages.hpp): over a group of one rank it holds no communicator and no
+// scratch, so it issues no collective and allocates nothing; the runtime Plan picks the type of
+// each stage at construction.
 //
 // This header holds the class: its interface, documented, and its state. The bodies of the longer
 // member functions live by purpose in amsp/engine/detail/ (included at the end): engine_setup.hpp
@@ -57,6 +59,7 @@
 #include "amsp/core/tensor_traits.hpp"
 #include "amsp/engine/bucket_geometry.hpp"
 #include "amsp/engine/buffer_pool.hpp"
+#include "amsp/engine/detail/engine_stages.hpp"
 #include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/options.hpp"
 #include "amsp/engine/param_groups.hpp"
@@ -74,6 +77,11 @@ struct MemoryReport {
   std::size_t grads = 0;             ///< G store: the gradient-accumulation shard
   std::size_t optimizer_states = 0;  ///< OS store: fp32 master weights and the rule's states
   std::size_t scratch = 0;           ///< gather/reduce scratch high-water mark, fp32 OS gradients
+  /// Of scratch: the P stage's gather buffers, which only a sharded P has.
+  std::size_t gather_scratch = 0;
+  /// Of scratch: the fp32 buffers between reduction stages and for dtype conversion; with fp32
+  /// gradients only a P group or G split of several ranks needs them.
+  std::size_t reduction_scratch = 0;
 
   [[nodiscard]] std::size_t model_states() const { return params + grads + optimizer_states; }
 };
@@ -107,7 +115,7 @@ public:
           "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
           to_string(plan.g), " and s_p = ", to_string(plan.p));
     check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
-    split_communicators();
+    build_stages();
     for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
     assign_param_groups();
     set_rule(rule);
@@ -267,6 +275,9 @@ private:
   };
   [[nodiscard]] IssueContext issue_context() const { return {step_, micro_batches_ - 1, last_}; }
 
+  using Group = detail::GroupStage<Comm>;
+  using ShardedParams = detail::ShardedParams<Comm, ParamT, memory_type::template buffer, Space::concurrent_streams>;
+
   static constexpr int no_grad_slot = -1;
   static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
 
@@ -319,8 +330,9 @@ private:
   [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
   [[nodiscard]] bool needs_norm() const { return needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite); }
 
-  // Sub-communicators are split in a fixed order on every rank; a group of one is never built.
-  void split_communicators();
+  // Each stage of the schedule from the plan: its group's communicator split from the world (in a
+  // fixed order on every rank), or SoloStage for a group of one, which is never split.
+  void build_stages();
 
   void add_bucket(BucketSpec spec);
 
@@ -338,10 +350,13 @@ private:
   template <class E>
   void set_slot(Bucket& b, const TensorSlot& slot, const E* values, memory_kind where);
 
-  [[nodiscard]] std::span<ParamT> full_params(Bucket& b) {
-    if (!p_comm_) return {b.p_store.data(), b.p_store.size()};
-    return {gather_pool_.data(b.gather_slot), b.geo.n};
-  }
+  // The full parameters of a gathered bucket: the P store (P replicated) or its gather slot.
+  [[nodiscard]] std::span<ParamT> full_params(Bucket& b);
+  // The AllGather of bucket b's parameters into a slot of the P stage's gather scratch.
+  void issue_gather(Bucket& b, ShardedParams& p);
+  // Nothing to reduce inside the G group (P and the G split are groups of one): the G shard is
+  // the whole bucket, and the user's gradients can be written straight into the G store.
+  [[nodiscard]] bool g_group_is_solo() const;
 
   // The host reads or writes the stores the last update and spread touched.
   void wait_spread(Bucket& b) { b.update_done.wait(); }
@@ -427,10 +442,10 @@ private:
   EngineOptions options_;
   int rank_;
   detail::GroupTable groups_table_;
-  std::optional<Comm> p_comm_, g_split_comm_, os_split_comm_, spread_comm_, os_replica_comm_, os_comm_;
-  std::optional<Comm> p_gather_comm_;  // the P group again, for the gather stream (concurrent streams only)
+  // The stages of the schedule, each SoloStage or its group's type (build_stages).
+  detail::ParamsStage<Comm, ParamT, memory_type::template buffer, Space::concurrent_streams> params_;
+  detail::Stage<Comm> g_split_, os_split_, spread_, os_replica_, os_norm_;
   std::vector<Bucket> buckets_;
-  detail::BufferPool<ParamT, memory_type::template buffer> gather_pool_;
   detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
   detail::BufferPool<float, memory_type::template buffer> work_pool_;
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step

@@ -12,11 +12,17 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::prefetch(int b) -> void
   Bucket& bucket = at(b);
   check(!bucket.gathered && bucket.gather_slot < 0, "engine.gather_twice", "bucket '", bucket.spec.name,
         "' is already gathered or being gathered; release it first");
-  if (!p_comm_) return;  // gather(b) hands out the P store once its spread is done
-  bucket.gather_slot = gather_pool_.acquire(bucket.geo.n);
-  Comm* comm = p_gather_comm_ ? &*p_gather_comm_ : &*p_comm_;
+  std::visit(detail::on_stage{[](detail::SoloStage&) {},  // gather(b) hands out the P store once its spread is done
+                              [&](ShardedParams& p) { issue_gather(bucket, p); }},
+             params_);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::issue_gather(Bucket& bucket, ShardedParams& p) -> void {
+  bucket.gather_slot = p.gather_pool.acquire(bucket.geo.n);
+  Comm* comm = &p.gather_comm();
   const ParamT* send = bucket.p_store.data();
-  ParamT* recv = gather_pool_.data(bucket.gather_slot);
+  ParamT* recv = p.gather_pool.data(bucket.gather_slot);
   const std::size_t count = bucket.geo.p.size();
   const IssueContext at = issue_context();
   Bucket* issuing = &bucket;
@@ -36,14 +42,27 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::gather(int b) -> std::s
   Bucket& bucket = at(b);
   check(!bucket.gathered, "engine.gather_twice", "bucket '", bucket.spec.name,
         "' is already gathered; release it first");
-  if (!p_comm_) {
-    detail::user_after(space_, bucket.update_done, bucket.update_ticket);
-  } else {
-    if (bucket.gather_slot < 0) prefetch(b);
-    detail::user_after(space_, bucket.gather_done, bucket.gather_ticket);
-  }
+  std::visit(detail::on_stage{[&](detail::SoloStage&) {  // the P store: its update and spread
+                                detail::user_after(space_, bucket.update_done, bucket.update_ticket);
+                              },
+                              [&](ShardedParams&) {
+                                if (bucket.gather_slot < 0) prefetch(b);
+                                detail::user_after(space_, bucket.gather_done, bucket.gather_ticket);
+                              }},
+             params_);
   bucket.gathered = true;
   return full_params(bucket);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::full_params(Bucket& b) -> std::span<ParamT> {
+  return std::visit(detail::on_stage{[&](detail::SoloStage&) {  // P replicated: the P store is the bucket
+                                       return std::span<ParamT>(b.p_store.data(), b.p_store.size());
+                                     },
+                                     [&](ShardedParams& p) {
+                                       return std::span<ParamT>(p.gather_pool.data(b.gather_slot), b.geo.n);
+                                     }},
+                    params_);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
@@ -68,9 +87,20 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::release(int b) -> void 
   retire(bucket.gather_done);
   // The next AllGather into this slot (or update of the P store) waits for the user's reads.
   detail::comm_after_user(space_);
-  if (bucket.gather_slot >= 0) gather_pool_.release(bucket.gather_slot);
+  std::visit(detail::on_stage{[](detail::SoloStage&) {},  // nothing gathered: the P store was handed out
+                              [&](ShardedParams& p) {
+                                if (bucket.gather_slot >= 0) p.gather_pool.release(bucket.gather_slot);
+                              }},
+             params_);
   bucket.gather_slot = -1;
   bucket.gathered = false;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::g_group_is_solo() const -> bool {
+  return std::visit(detail::on_stage{[](const detail::SoloStage&, const detail::SoloStage&) { return true; },
+                                     [](const auto&, const auto&) { return false; }},
+                    params_, g_split_);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
@@ -81,7 +111,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::grad_buffer(int b) -> s
   if (bucket.grad_slot < 0) {
     // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
     // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
-    if (!p_comm_ && !g_split_comm_ && !bucket.accumulated) {
+    if (g_group_is_solo() && !bucket.accumulated) {
       // the last update read its gradients from the G store
       detail::user_after(space_, bucket.update_done, bucket.update_ticket);
       bucket.grad_slot = grads_in_g_store;

@@ -36,8 +36,10 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::agree(Comm& on, std::st
   const bool gather = kind == comm::op_kind::all_gather && group == "P group";
   const bool stepping = group == "OS group" || (group == "spread group" && kind != comm::op_kind::reduce);
   const std::string_view phase = gather ? "forward" : stepping ? "step" : at.last ? "last backward" : "backward";
-  // One checker per stream: each keeps per-communicator state that only its stream touches.
-  comm::CollectiveChecker& checker = p_gather_comm_ && &on == &*p_gather_comm_ ? gather_checker_ : checker_;
+  // One checker per stream: each keeps per-communicator state that only its stream touches. With
+  // concurrent streams the gather stream issues the P group's AllGathers (and nothing else) on
+  // a communicator of its own.
+  comm::CollectiveChecker& checker = Space::concurrent_streams && gather ? gather_checker_ : checker_;
   checker(on, comm::CollectiveCall{.kind = kind, .type = dtype_of_v<T>, .count = count, .root = root,
                                     .label = label, .group = group, .phase = phase, .group_size = on.size(),
                                     .step = at.step, .micro_batch = gather || stepping ? -1 : at.micro_batch});

@@ -42,31 +42,41 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce(Bucket& b, const
   // Where the last reduction stage writes: straight into the G store when it can.
   const bool direct = std::is_same_v<GradT, float> && first;
   int z_slot = -1;
-  float* z = nullptr;
-  if (p_comm_ || g_split_comm_) {
-    if (direct) z = reinterpret_cast<float*>(b.g_store.data());
-    else {
-      z_slot = work_pool_.acquire(geo.g.size());
-      z = work_pool_.data(z_slot);
-    }
-  }
-  if (p_comm_ && g_split_comm_) {
-    const int y_slot = work_pool_.acquire(geo.p.size());
-    float* y = work_pool_.data(y_slot);
-    agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
-    p_comm_->reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
-    agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
-    g_split_comm_->reduce_scatter(y, z, geo.g.size(), comm::reduce_op::sum);
-    work_pool_.release(y_slot);
-  } else if (p_comm_) {
-    agree<float>(*p_comm_, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
-    p_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
-  } else if (g_split_comm_) {
-    agree<float>(*g_split_comm_, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
-    g_split_comm_->reduce_scatter(x, z, geo.g.size(), comm::reduce_op::sum);
-  } else {
-    z = const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
-  }
+  // The G-shard gradient's buffer, for a stage that reduces into one.
+  const auto reduced = [&]() -> float* {
+    if (direct) return reinterpret_cast<float*>(b.g_store.data());
+    z_slot = work_pool_.acquire(geo.g.size());
+    return work_pool_.data(z_slot);
+  };
+  // Through the P group and the G split, each of their four combinations with the scratch it needs.
+  float* const z = std::visit(detail::on_stage{
+      [&](detail::SoloStage&, detail::SoloStage&) {
+        return const_cast<float*>(x);  // nothing to reduce inside the G group: the G shard is the full bucket
+      },
+      [&](ShardedParams& p, detail::SoloStage&) {
+        float* out = reduced();
+        agree<float>(p.comm, "P group", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+        p.comm.reduce_scatter(x, out, geo.g.size(), comm::reduce_op::sum);
+        return out;
+      },
+      [&](detail::SoloStage&, Group& g_split) {
+        float* out = reduced();
+        agree<float>(g_split.comm, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+        g_split.comm.reduce_scatter(x, out, geo.g.size(), comm::reduce_op::sum);
+        return out;
+      },
+      [&](ShardedParams& p, Group& g_split) {
+        float* out = reduced();
+        const int y_slot = work_pool_.acquire(geo.p.size());  // the P-shard gradient, between the stages
+        float* y = work_pool_.data(y_slot);
+        agree<float>(p.comm, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
+        p.comm.reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
+        agree<float>(g_split.comm, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
+        g_split.comm.reduce_scatter(y, out, geo.g.size(), comm::reduce_op::sum);
+        work_pool_.release(y_slot);
+        return out;
+      }},
+      params_, g_split_);
   if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z, first);
   if (z_slot >= 0) work_pool_.release(z_slot);
   if (x_slot >= 0) work_pool_.release(x_slot);
@@ -90,21 +100,37 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::finish(Bucket& b, const
     mem_.convert(lane::comm, b.g_store.data(), g32, geo.g.size());
   }
   if (!whole_tensor()) {
-    if (os_split_comm_) agree<float>(*os_split_comm_, "OS split", comm::op_kind::reduce_scatter, geo.os.size(), b.spec.name, at);
-    if (os_split_comm_) os_split_comm_->reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(), comm::reduce_op::sum);
+    std::visit(detail::on_stage{[](detail::SoloStage&) {},  // the OS shard is the G shard, in place
+                                [&](Group& os_split) {
+                                  agree<float>(os_split.comm, "OS split", comm::op_kind::reduce_scatter, geo.os.size(),
+                                               b.spec.name, at);
+                                  os_split.comm.reduce_scatter(g32, g32 + geo.os_in_g, geo.os.size(),
+                                                               comm::reduce_op::sum);
+                                }},
+               os_split_);
     if (!b.os_grad.empty()) mem_.copy(lane::comm, b.os_grad.data(), g32 + geo.os_in_g, geo.os.size());
   } else {
     for (const OwnedSegment& s : b.segments) {
       float* seg = g32 + s.offset_in_p;
-      if (spread_comm_) agree<float>(*spread_comm_, "spread group", comm::op_kind::reduce, s.size, b.spec.name, at, s.owner);
-      if (spread_comm_) spread_comm_->reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
+      std::visit(detail::on_stage{[](detail::SoloStage&) {},  // this rank owns every segment of its P shard
+                                  [&](Group& spread) {
+                                    agree<float>(spread.comm, "spread group", comm::op_kind::reduce, s.size,
+                                                 b.spec.name, at, s.owner);
+                                    spread.comm.reduce(seg, seg, s.size, comm::reduce_op::sum, s.owner);
+                                  }},
+                 spread_);
       if (s.owner == b.spread_position) mem_.copy(lane::comm, b.os_grad.data() + s.offset_in_owner, seg, s.size);
     }
   }
-  if (os_replica_comm_ && os_elements(b) > 0)
-    agree<float>(*os_replica_comm_, "OS replicas", comm::op_kind::all_reduce, os_elements(b), b.spec.name, at);
-  if (os_replica_comm_ && os_elements(b) > 0)
-    os_replica_comm_->all_reduce(os_grads(b), os_grads(b), os_elements(b), comm::reduce_op::sum);
+  std::visit(detail::on_stage{[](detail::SoloStage&) {},  // one OS group: no replica to agree with
+                              [&](Group& os_replica) {
+                                if (os_elements(b) == 0) return;
+                                agree<float>(os_replica.comm, "OS replicas", comm::op_kind::all_reduce, os_elements(b),
+                                             b.spec.name, at);
+                                os_replica.comm.all_reduce(os_grads(b), os_grads(b), os_elements(b),
+                                                           comm::reduce_op::sum);
+                              }},
+             os_replica_);
   if (wide_slot >= 0) work_pool_.release(wide_slot);
   // The bucket's part of the global norm, here on the stream while the backward goes on rather
   // than over the whole model inside step(), where nothing overlaps it.

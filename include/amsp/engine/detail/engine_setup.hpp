@@ -1,6 +1,6 @@
 #pragma once
 // Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
-// Construction and parameters: the sub-communicators, the stores of each bucket, the parameter
+// Construction and parameters: the stages of the schedule, the stores of each bucket, the parameter
 // groups' runs, and set_tensor's writes into the P and OS stores.
 
 #include "amsp/engine/sharded_optimizer.hpp"
@@ -8,24 +8,19 @@
 namespace amsp {
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
-auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::split_communicators() -> void {
-  const auto make = [&](const GroupSet& set, std::optional<Comm>& out) {
-    if (set.group_size() > 1) out.emplace(world_->split(set));
-  };
-  make(groups_.p(), p_comm_);
-  make(groups_.g_split(), g_split_comm_);
-  make(groups_.os_split(), os_split_comm_);
-  make(groups_.spread(), spread_comm_);
-  make(groups_.os_replica(), os_replica_comm_);
-  make(groups_.os(), os_comm_);
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::build_stages() -> void {
   // The gather stream runs beside the communication stream: its AllGathers get a communicator
-  // of their own, split last so that every rank splits in the same order.
-  if constexpr (Space::concurrent_streams) {
+  // of their own (ShardedParams splits it right after the P group's).
+  if constexpr (Space::concurrent_streams)
     check(groups_.p().group_size() == 1 || comm::concurrent_calls_allowed(*world_), "engine.concurrent_calls",
           "plan ", to_string(plan()), " shards P, so this space's gather stream issues collectives beside its "
           "communication stream, which this communicator does not allow (MPI: initialise with MPI_THREAD_MULTIPLE)");
-    make(groups_.p(), p_gather_comm_);
-  }
+  detail::build_stage(params_, *world_, groups_.p());
+  detail::build_stage(g_split_, *world_, groups_.g_split());
+  detail::build_stage(os_split_, *world_, groups_.os_split());
+  detail::build_stage(spread_, *world_, groups_.spread());
+  detail::build_stage(os_replica_, *world_, groups_.os_replica());
+  detail::build_stage(os_norm_, *world_, groups_.os());
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>

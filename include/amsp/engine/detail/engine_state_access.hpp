@@ -17,7 +17,12 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::memory() const -> Memor
     for (const auto& s : b.states) m.optimizer_states += s.size_bytes();
     m.scratch += b.os_grad.size_bytes();
   }
-  m.scratch += gather_pool_.bytes() + grad_pool_.bytes() + work_pool_.bytes();
+  m.reduction_scratch = work_pool_.bytes();
+  // P replicated: gather(b) hands out the P store, and there is no gather scratch.
+  m.gather_scratch = std::visit(detail::on_stage{[](const detail::SoloStage&) -> std::size_t { return 0; },
+                                                 [](const ShardedParams& p) { return p.gather_pool.bytes(); }},
+                                params_);
+  m.scratch += grad_pool_.bytes() + m.reduction_scratch + m.gather_scratch;
   return m;
 }
 

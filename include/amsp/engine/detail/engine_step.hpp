@@ -80,10 +80,12 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::decide(float loss_scale
   comm::Handle decided = space_.submit([this, need_norm, loss_scale, average, at, steps_so_far, decision] {
     if (need_norm) {  // each bucket's part was taken at the end of its reduction chain (finish)
       double* const sum_sq = mem_.norm_sum();
-      if (os_comm_) {
-        agree<double>(*os_comm_, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
-        os_comm_->all_reduce(sum_sq, sum_sq, 1, comm::reduce_op::sum);
-      }
+      std::visit(detail::on_stage{[](detail::SoloStage&) {},  // one OS shard: the local sum is the norm's
+                                  [&](Group& os) {
+                                    agree<double>(os.comm, "OS group", comm::op_kind::all_reduce, 1, "grad_norm", at);
+                                    os.comm.all_reduce(sum_sq, sum_sq, 1, comm::reduce_op::sum);
+                                  }},
+                 os_norm_);
     }
     *decision = mem_.decide(average, loss_scale, options_, steps_so_far);
     if (need_norm) mem_.reset_norm();
@@ -155,17 +157,24 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::spread_collectives(Bucket& b,
     const IssueContext& at) -> std::vector<comm::Handle> {
   std::vector<comm::Handle> handles;
-  if (!spread_comm_) return handles;
-  ParamT* p = b.p_store.data();
-  if (!whole_tensor()) {
-    agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::all_gather, b.geo.os.size(), b.spec.name, at);
-    handles.push_back(spread_comm_->all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
-  } else {
-    for (const OwnedSegment& s : b.segments) {
-      agree<ParamT>(*spread_comm_, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, at, s.owner);
-      handles.push_back(spread_comm_->broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
-    }
-  }
+  std::visit(detail::on_stage{
+                 [](detail::SoloStage&) {},  // this rank's OS shard is its whole P shard: nothing to spread
+                 [&](Group& spread) {
+                   ParamT* p = b.p_store.data();
+                   if (!whole_tensor()) {
+                     agree<ParamT>(spread.comm, "spread group", comm::op_kind::all_gather, b.geo.os.size(),
+                                   b.spec.name, at);
+                     handles.push_back(spread.comm.all_gather_async(p + b.geo.os_in_p, p, b.geo.os.size()));
+                   } else {
+                     for (const OwnedSegment& s : b.segments) {
+                       agree<ParamT>(spread.comm, "spread group", comm::op_kind::broadcast, s.size, b.spec.name, at,
+                                     s.owner);
+                       handles.push_back(
+                           spread.comm.broadcast_async(p + s.offset_in_p, p + s.offset_in_p, s.size, s.owner));
+                     }
+                   }
+                 }},
+             spread_);
   return handles;
 }
 
