@@ -16,6 +16,9 @@
 // that reuse one bucket's stores for all 8 buckets keep them in the host's last-level cache (260
 // MiB here) while the step streams 8 buckets' stores from memory: that made the parts up to ~20 %
 // cheaper than the work the step must do (bench/README.md, "Engine step", 2026-12-03 profile).
+// They cycle through fewer than 8 sets of stores when fewer already pass more than twice the
+// last-level cache between two uses of one set (ddp: 8 sets would add the whole model's states
+// per rank again, ~8 GB, to the engine's own).
 // Run:
 //   build/default/bench/engine/bench_engine_step --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -25,6 +28,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "amsp/comm/threads.hpp"
 #include "amsp/engine/sharded_optimizer.hpp"
@@ -122,6 +127,17 @@ struct PartsAlone {
   }
 };
 
+/// Sets of bucket stores the parts cycle through: as many as the step has buckets, or the fewest
+/// that put more than twice the last-level cache between two uses of one set.
+int store_sets(const amsp::BucketGeometry& geo, int world_size) {
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0) cache = 256L << 20;
+  const double one_set = double(world_size) * double(geo.p.size() + geo.g.size() + 3 * geo.os.size()) * sizeof(float);
+  int sets = 1;
+  while (sets < kBuckets && (sets - 1) * one_set < 2.0 * double(cache)) ++sets;
+  return sets;
+}
+
 template <class Space>
 void BM_Step(benchmark::State& state, const std::string& plan_name) {
   const amsp::Mesh mesh(4, 2);
@@ -133,7 +149,7 @@ void BM_Step(benchmark::State& state, const std::string& plan_name) {
     amsp::ShardedOptimizer<Threads, amsp::optim::AdamW, float, float, Space> opt(comm, mesh, plan, amsp::optim::AdamW{},
                                                                                  model(), options);
     const amsp::BucketGeometry geo = opt.geometry(0);
-    PartsAlone alone(comm, opt.groups(), geo, kBuckets);  // the step's footprint
+    PartsAlone alone(comm, opt.groups(), geo, store_sets(geo, comm.size()));  // the step's footprint
     PartsAlone reused(comm, opt.groups(), geo, 1);        // one bucket's buffers for all 8
     const auto one_step = [&] {
       opt.start_micro_batch(true);
