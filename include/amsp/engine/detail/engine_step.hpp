@@ -112,6 +112,16 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::retire(comm::Handle& ev
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::retire_all(std::vector<comm::Handle>& events) -> void {
+  if constexpr (detail::device_space<Space>) {
+    for (comm::Handle& h : events) retire(h);
+    events.clear();
+  } else {
+    wait_all(events);
+  }
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::update_and_spread(Bucket& b,
     std::shared_ptr<const std::vector<Rule>> group_rules, UpdateArgs args) -> void {
   retire(b.update_done);
