@@ -16,20 +16,14 @@
 //   }
 //   opt.step();
 //
-// The step schedule (docs/engine.md):
-//   every micro-batch  ReduceScatter in the P group (s_p > 1), then across the s_g/s_p ranks of
-//                      the G group sharing the P shard (s_g > s_p); accumulate into the G shard.
-//   last micro-batch   ReduceScatter across the s_os/s_g ranks sharing the G shard (s_os > s_g),
-//                      AllReduce across the world/s_os ranks holding the same OS shard. Gradients
-//                      cross OS replicas once per step, whatever the micro-batch count.
-//   step               global norm over the OS group (each OS shard counted once), overflow skip on
-//                      every rank together, fused update of the local OS shard, then the updated
-//                      parameters spread back to the P shards (AllGather, or Broadcast for the
-//                      whole-tensor layout), asynchronously: gather(b) waits for bucket b only.
-// Reductions run in fp32 whatever the gradient dtype. Each stage is a type per policy of its group
-// (amsp/engine/detail/engine_stages.hpp): over a group of one rank it holds no communicator and no
-// scratch, so it issues no collective and allocates nothing; the runtime Plan picks the type of
-// each stage at construction.
+// The step schedule (docs/engine.md): every micro-batch reduces each bucket's gradients through
+// the P group and the G split into the G shard; the last one also through the OS split and across
+// OS replicas; step() takes the global norm, decides (clip, overflow skip), runs the fused update
+// of the OS shard and spreads the new parameters asynchronously (gather(b) waits for bucket b
+// only). With EngineOptions::update_in_backward (no norm needed) each bucket's update and spread
+// follow its last reduction instead, in the backward. Reductions run in fp32. Each stage is a type
+// per policy of its group (detail/engine_stages.hpp): over a group of one rank it holds no
+// communicator and no scratch; the runtime Plan picks the type of each stage at construction.
 //
 // This header holds the class: its interface, documented, and its state (what it keeps per
 // bucket: detail/engine_bucket.hpp). The bodies of the longer member functions live by purpose in
@@ -125,11 +119,7 @@ public:
   /// The flat layout of bucket b: where each tensor sits inside gather(b) and grad_buffer(b).
   [[nodiscard]] const FlatLayout& layout(int b) const { return at(b).layout; }
   [[nodiscard]] const BucketGeometry& geometry(int b) const { return at(b).geo; }
-  [[nodiscard]] int bucket_index(std::string_view name) const {
-    for (std::size_t i = 0; i < buckets_.size(); ++i)
-      if (buckets_[i].spec.name == name) return static_cast<int>(i);
-    fail("engine.unknown_bucket", "no bucket named '", name, "'");
-  }
+  [[nodiscard]] int bucket_index(std::string_view name) const;
   /// Optimizer steps taken (skipped overflow steps do not count). A device space decides on the
   /// device: there it counts the steps issued, and last_step_result().step those applied.
   [[nodiscard]] std::int64_t steps() const { return step_; }
@@ -243,8 +233,6 @@ private:
   using Group = detail::GroupStage<Comm>;
   using ShardedParams = detail::ShardedParams<Comm, ParamT, memory_type::template buffer, Space::concurrent_streams>;
 
-  static constexpr int no_grad_slot = detail::no_grad_slot;
-  static constexpr int grads_in_g_store = detail::grads_in_g_store;
   using Bucket = detail::EngineBucket<ParamT, GradT, memory_type::template buffer>;
   using OsPiece = detail::OsPiece;
 
@@ -262,6 +250,14 @@ private:
 
   [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
   [[nodiscard]] bool needs_norm() const { return needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite); }
+  // 1 / (world x micro-batches) when averaging; each parameter group's copy of the current rule.
+  [[nodiscard]] double gradient_average() const;
+  [[nodiscard]] std::shared_ptr<const std::vector<Rule>> step_rules() const;
+  // update_in_backward (engine_in_backward.hpp): its constraints; bucket b's update and spread after
+  // its last reduction; a hyperparameter change once the step's first such update was issued.
+  void check_update_in_backward() const;
+  void issue_update_in_backward(Bucket& b);
+  void require_no_update_issued(const char* caller) const;
 
   // The constructor's body: the options' and plan's checks, the stages, the buckets' stores.
   void construct(std::vector<BucketSpec> buckets);
@@ -269,9 +265,7 @@ private:
   // Each stage of the schedule from the plan: its group's communicator split from the world (in a
   // fixed order on every rank), or SoloStage for a group of one, which is never split.
   void build_stages();
-
   void add_bucket(BucketSpec spec);
-
   // Every tensor gets its group; the OS shard of every bucket is cut into runs of one group.
   void assign_param_groups();
 
@@ -380,6 +374,8 @@ private:
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
   std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
   StepResult last_result_;
+  std::shared_ptr<const std::vector<Rule>> in_backward_rules_;  // update_in_backward: set once issued
+  UpdateArgs in_backward_args_;                                 // ...with these
   bool open_ = false;
   bool last_ = false;
   int micro_batches_ = 0;
@@ -399,3 +395,4 @@ private:
 #include "amsp/engine/detail/engine_state_access.hpp"
 #include "amsp/engine/detail/engine_checks.hpp"
 #include "amsp/engine/detail/engine_buffers.hpp"
+#include "amsp/engine/detail/engine_in_backward.hpp"

@@ -14,6 +14,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<B
         "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
         to_string(plan.g), " and s_p = ", to_string(plan.p));
   check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
+  check_update_in_backward();
   build_stages();
   for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
   assign_param_groups();
