@@ -3,6 +3,7 @@
 //   comm_ms, compute_ms, serial_ms, overlap_ms   see overlap_scenario.hpp
 //   vs_max    overlap_ms / max(compute_ms, comm_ms)   target <= 1.15
 //   speedup   serial_ms / overlap_ms                   target >= 1.25
+//   ib_ms, ib_vs_max, ib_speedup   the same for the overlapped step with update_in_backward
 // Run:
 //   build/default/bench/engine/bench_engine_overlap --benchmark_counters_tabular=true
 // The MPI form is bench_overlap_mpi.cpp; where the time goes: overlap_breakdown.cpp.

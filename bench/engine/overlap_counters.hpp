@@ -18,6 +18,9 @@ inline void report(benchmark::State& state, const Figures& f) {
   state.counters["overlap_ms"] = f.overlap * 1e3;
   state.counters["vs_max"] = f.vs_max();
   state.counters["speedup"] = f.speedup();
+  state.counters["ib_ms"] = f.in_backward * 1e3;  // EngineOptions::update_in_backward
+  state.counters["ib_vs_max"] = f.in_backward_vs_max();
+  state.counters["ib_speedup"] = f.in_backward_speedup();
 }
 
 /// Registers BM_Overlap/<plan> for every plan: one iteration, the overlapped step as its time.

@@ -11,6 +11,8 @@
 //             each reduce_gradients and after step() (every collective blocks the caller)
 //   overlap   the same step in HostAsync with prefetch(b +- 1): reductions, the OS stage, the
 //             spread and the AllGathers run on the engine's streams during the compute
+//   in_backward  overlap with EngineOptions::update_in_backward (and skip_nonfinite off, which it
+//             needs): each bucket's update and spread follow its reduction in the backward
 // Each figure is the median of kRepetitions, each the mean of kSteps back-to-back steps (the
 // update and spread of step s overlap the forward of step s + 1), timed between barriers in the
 // steady state: from right after a step() to right after the kSteps-th next one, so the window
@@ -103,9 +105,11 @@ template <class Comm, class Space>
 using Engine = ShardedOptimizer<Comm, optim::AdamW, float, float, Space>;
 
 template <class Comm, class Space>
-Engine<Comm, Space> make_engine(Comm& comm, const Mesh& mesh, const Plan& plan) {
+Engine<Comm, Space> make_engine(Comm& comm, const Mesh& mesh, const Plan& plan, bool update_in_backward = false) {
   EngineOptions options;
   options.zero_grad_buffers = false;  // the user's backward overwrites the gradients
+  options.update_in_backward = update_in_backward;
+  options.skip_nonfinite = !update_in_backward;  // the default, which update_in_backward excludes
   return Engine<Comm, Space>(comm, mesh, plan, optim::AdamW{}, equal_buckets(kBuckets, kBucketParams), options);
 }
 
@@ -122,9 +126,11 @@ double timed_steps(Comm& comm, Engine& opt, double per_bucket_compute, bool over
 }
 
 struct Figures {
-  double comm = 0, compute = 0, serial = 0, overlap = 0, per_bucket = 0;
+  double comm = 0, compute = 0, serial = 0, overlap = 0, in_backward = 0, per_bucket = 0;
   [[nodiscard]] double vs_max() const { return overlap / std::max(compute, comm); }
   [[nodiscard]] double speedup() const { return serial / overlap; }
+  [[nodiscard]] double in_backward_vs_max() const { return in_backward / std::max(compute, comm); }
+  [[nodiscard]] double in_backward_speedup() const { return serial / in_backward; }
 };
 
 /// The three step times of one plan, side by side; collective over `comm` (rank 0's figures:
@@ -133,25 +139,30 @@ template <class Comm>
 Figures measure(Comm& comm, const Mesh& mesh, const Plan& plan) {
   auto serial = make_engine<Comm, HostSerial>(comm, mesh, plan);
   auto async = make_engine<Comm, HostAsync>(comm, mesh, plan);
+  auto in_backward = make_engine<Comm, HostAsync>(comm, mesh, plan, /*update_in_backward=*/true);
   CallerTimes ignored;
   train_steps(serial, 0.0, false, ignored, 1);  // warm-up: first touch of stores and scratch
   train_steps(async, 0.0, true, ignored, 1);
   async.synchronize();
+  train_steps(in_backward, 0.0, true, ignored, 1);
+  in_backward.synchronize();
   std::vector<double> first;
   for (int rep = 0; rep < kRepetitions; ++rep) first.push_back(timed_steps(comm, serial, 0.0, false));
   Figures f;
   f.per_bucket = median(first) / (2 * kBuckets);
   comm.broadcast(&f.per_bucket, &f.per_bucket, 1, 0);
   f.compute = 2 * kBuckets * f.per_bucket;
-  std::vector<double> comm_times, serial_times, overlap_times;
+  std::vector<double> comm_times, serial_times, overlap_times, in_backward_times;
   for (int rep = 0; rep < kRepetitions; ++rep) {
     comm_times.push_back(timed_steps(comm, serial, 0.0, false));
     serial_times.push_back(timed_steps(comm, serial, f.per_bucket, false));
     overlap_times.push_back(timed_steps(comm, async, f.per_bucket, true));
+    in_backward_times.push_back(timed_steps(comm, in_backward, f.per_bucket, true));
   }
   f.comm = median(comm_times);
   f.serial = median(serial_times);
   f.overlap = median(overlap_times);
+  f.in_backward = median(in_backward_times);
   return f;
 }
 

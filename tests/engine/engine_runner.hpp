@@ -46,7 +46,13 @@ struct JobConfig {
   bool zero_grad_buffers = true;
   /// EngineOptions::check_collectives of the run.
   bool check_collectives = false;
+  /// EngineOptions::skip_nonfinite and update_in_backward of the run.
+  bool skip_nonfinite = true;
+  bool update_in_backward = false;
 };
+
+/// One rank's optimizer-state shards: per bucket, its master weights then each of the rule's states.
+using OsShards = std::vector<std::vector<float>>;
 
 /// Final full parameters, one vector per tensor in model order.
 using Params = std::vector<std::vector<float>>;
@@ -70,13 +76,15 @@ struct JobMemory {
 /// parameters it sees, widened to float.
 template <class Comm, class Rule, class ParamT = float, class Space = HostSerial>
 Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job,
-               MemoryReport* memory = nullptr) {
+               MemoryReport* memory = nullptr, OsShards* os_shards = nullptr) {
   EngineOptions options;
   options.os_layout = job.os_layout;
   options.max_grad_norm = job.max_grad_norm;
   options.param_groups = job.param_groups;
   options.zero_grad_buffers = job.zero_grad_buffers;
   options.check_collectives = job.check_collectives;
+  options.skip_nonfinite = job.skip_nonfinite;
+  options.update_in_backward = job.update_in_backward;
   ShardedOptimizer<Comm, Rule, ParamT, ParamT, Space> opt(comm, mesh, plan, rule, odd_model(), options);
   set_initial_values(opt);
   for (int step = 0; step < job.steps; ++step) {
@@ -120,6 +128,16 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
     opt.release(b);
   }
   if (memory != nullptr) *memory = opt.memory();
+  if constexpr (!detail::device_space<Space>) {  // a device space's shards are not host-readable
+    for (int b = 0; os_shards != nullptr && b < opt.bucket_count(); ++b) {
+      const std::span<const float> master = opt.master_shard(b);
+      os_shards->emplace_back(master.begin(), master.end());
+      for (int s = 0; s < Rule::state_count; ++s) {
+        const std::span<const float> state = opt.state_shard(b, s);
+        os_shards->emplace_back(state.begin(), state.end());
+      }
+    }
+  }
   return out;
 }
 

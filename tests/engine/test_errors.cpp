@@ -7,30 +7,14 @@
 #include "amsp/optim/adam.hpp"
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
+#include "rule_of_error.hpp"
 
 namespace {
 
 using Threads = amsp::comm::ThreadsCommunicator;
 using Engine = amsp::ShardedOptimizer<Threads, amsp::optim::AdamW>;
 
-/// Runs `body` on every rank of a 2 x 1 world and returns the rule of the error rank 0 saw.
-template <class F>
-std::string rule_of_error(F&& body, const amsp::Mesh& mesh = amsp::Mesh(2, 1), int world = 2) {
-  std::string rule = "(no error)";
-  try {
-    amsp::comm::run_on_threads(world, [&](Threads& comm) {
-      try {
-        body(comm, mesh);
-      } catch (const amsp::error& e) {
-        if (comm.rank() == 0) rule = e.rule();
-        throw;
-      }
-    });
-  } catch (const amsp::error& e) {
-    if (rule == "(no error)") rule = e.rule();
-  }
-  return rule;
-}
+using amsp::test::rule_of_error;
 
 }  // namespace
 

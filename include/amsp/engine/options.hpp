@@ -68,6 +68,13 @@ struct EngineOptions {
   /// of a hang or a wrong result. Costs one small all_gather per collective, on its communicator
   /// (docs/reliability.md). The environment variable AMSP_CHECK_COLLECTIVES=1 also turns it on.
   bool check_collectives = false;
+  /// Optimizer in backward (PyTorch's optimizer-in-backward): on the last micro-batch, each
+  /// bucket's fused update and parameter spread run right after its gradient reduction, in the
+  /// backward, instead of all waiting in step() for the global norm. Needs a step that decides
+  /// nothing globally: max_grad_norm = 0 and skip_nonfinite = false (rule engine.update_in_backward);
+  /// the learning rate and the rest of the rule must be set before the last micro-batch's first
+  /// reduce_gradients, and step() takes loss scale 1. Host spaces only for now (docs/engine.md).
+  bool update_in_backward = false;
 };
 
 /// One bucket: the tensors whose collectives are issued together (typically one layer).
@@ -79,7 +86,7 @@ struct BucketSpec {
 /// What step() did.
 struct StepResult {
   bool skipped = false;         ///< a gradient was Inf/NaN: nothing was updated on any rank
-  double grad_norm = 0.0;       ///< global L2 norm of the averaged, unscaled gradient (if computed)
+  double grad_norm = 0.0;       ///< global L2 norm of the averaged, unscaled gradient (0: not computed)
   float clip_coefficient = 1;   ///< factor the clipping applied (1 when not clipped)
   std::int64_t step = 0;        ///< optimizer steps taken so far (skipped steps do not count)
 };

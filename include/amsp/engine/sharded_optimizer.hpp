@@ -11,32 +11,27 @@
 //     for (int b = 0; b < L; ++b) forward(b, opt.gather(b));            // full params of bucket b
 //     for (int b = L - 1; b >= 0; --b) {
 //       backward(b, opt.grad_buffer(b));                                // write full gradients
-//       opt.reduce_gradients(b);  opt.release(b);
+//       opt.release(b);  opt.reduce_gradients(b);
 //     }
 //   }
 //   opt.step();
 //
-// The step schedule (docs/engine.md):
-//   every micro-batch  ReduceScatter in the P group (s_p > 1), then across the s_g/s_p ranks of
-//                      the G group sharing the P shard (s_g > s_p); accumulate into the G shard.
-//   last micro-batch   ReduceScatter across the s_os/s_g ranks sharing the G shard (s_os > s_g),
-//                      AllReduce across the world/s_os ranks holding the same OS shard. Gradients
-//                      cross OS replicas once per step, whatever the micro-batch count.
-//   step               global norm over the OS group (each OS shard counted once), overflow skip on
-//                      every rank together, fused update of the local OS shard, then the updated
-//                      parameters spread back to the P shards (AllGather, or Broadcast for the
-//                      whole-tensor layout), asynchronously: gather(b) waits for bucket b only.
-// Reductions run in fp32 whatever the gradient dtype. Each stage is a type per policy of its group
-// (amsp/engine/detail/engine_stages.hpp): over a group of one rank it holds no communicator and no
-// scratch, so it issues no collective and allocates nothing; the runtime Plan picks the type of
-// each stage at construction.
+// The step schedule (docs/engine.md): every micro-batch reduces each bucket's gradients through
+// the P group and the G split into the G shard; the last one also through the OS split and across
+// OS replicas; step() takes the global norm, decides (clip, overflow skip), runs the fused update
+// of the OS shard and spreads the new parameters asynchronously (gather(b) waits for bucket b
+// only). With EngineOptions::update_in_backward (no norm needed) each bucket's update and spread
+// follow its last reduction instead, in the backward. Reductions run in fp32. Each stage is a type
+// per policy of its group (detail/engine_stages.hpp): over a group of one rank it holds no
+// communicator and no scratch; the runtime Plan picks the type of each stage at construction.
 //
-// This header holds the class: its interface, documented, and its state. The bodies of the longer
-// member functions live by purpose in amsp/engine/detail/ (included at the end): engine_setup.hpp
-// (sub-communicators, stores, parameter groups, set_tensor), engine_buffers.hpp (gathers and
-// gradient buffers, ordered with the space's streams), engine_reduction.hpp (the reduction chain),
-// engine_step.hpp (norm, decision, update and spread), engine_state_access.hpp (reports, shard
-// access), engine_checks.hpp (call preconditions, the collective consistency check).
+// This header holds the class: its interface, documented, and its state (what it keeps per
+// bucket: detail/engine_bucket.hpp). The bodies of the longer member functions live by purpose in
+// amsp/engine/detail/ (included at the end): engine_setup.hpp (construction, sub-communicators,
+// stores, parameter groups, set_tensor), engine_buffers.hpp (gathers and gradient buffers, ordered
+// with the space's streams), engine_reduction.hpp (the reduction chain), engine_step.hpp (norm,
+// decision, update and spread), engine_state_access.hpp (reports, shard access), engine_checks.hpp
+// (call preconditions, the collective consistency check).
 
 #include <algorithm>
 #include <cmath>
@@ -59,8 +54,10 @@
 #include "amsp/core/tensor_traits.hpp"
 #include "amsp/engine/bucket_geometry.hpp"
 #include "amsp/engine/buffer_pool.hpp"
+#include "amsp/engine/detail/engine_bucket.hpp"
 #include "amsp/engine/detail/engine_stages.hpp"
 #include "amsp/engine/expected_traffic.hpp"
+#include "amsp/engine/memory_report.hpp"
 #include "amsp/engine/options.hpp"
 #include "amsp/engine/param_groups.hpp"
 #include "amsp/engine/space.hpp"
@@ -69,22 +66,6 @@
 #include "amsp/sharding/policy.hpp"
 
 namespace amsp {
-
-/// Bytes of model states one rank holds (MemoryReport::model_states() is the paper's
-/// 2Φ/s_p + 2Φ/s_g + 12Φ/s_os for bf16 + AdamW, over the padded bucket sizes), plus scratch.
-struct MemoryReport {
-  std::size_t params = 0;            ///< P store: the parameter shard in the compute dtype
-  std::size_t grads = 0;             ///< G store: the gradient-accumulation shard
-  std::size_t optimizer_states = 0;  ///< OS store: fp32 master weights and the rule's states
-  std::size_t scratch = 0;           ///< gather/reduce scratch high-water mark, fp32 OS gradients
-  /// Of scratch: the P stage's gather buffers, which only a sharded P has.
-  std::size_t gather_scratch = 0;
-  /// Of scratch: the fp32 buffers between reduction stages and for dtype conversion; with fp32
-  /// gradients only a P group or G split of several ranks needs them.
-  std::size_t reduction_scratch = 0;
-
-  [[nodiscard]] std::size_t model_states() const { return params + grads + optimizer_states; }
-};
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT = float, element_type GradT = ParamT,
           class Space = HostSerial>
@@ -111,17 +92,7 @@ public:
         options_(options), rank_(world.rank()),
         check_collectives_(options.check_collectives || comm::collective_checks_requested()),
         space_(detail::space_traits<Space>::make(space)), mem_(detail::space_traits<Space>::make_memory(space_)) {
-    check(options.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
-          "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
-          to_string(plan.g), " and s_p = ", to_string(plan.p));
-    check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
-    build_stages();
-    for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
-    assign_param_groups();
-    set_rule(rule);
-    std::size_t largest = 0;  // the norm's scratch (a device space: its workspace) is sized once, here
-    for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
-    mem_.reserve_norm(buckets_.size(), largest);
+    construct(std::move(buckets));
   }
 
   /// The same, with the plan given as compile-time policy types.
@@ -134,19 +105,7 @@ public:
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
-  ~ShardedOptimizer() {
-    // Outstanding work reads and writes our stores: let it finish before the stores go.
-    std::vector<comm::Handle> outstanding = std::move(reductions_);
-    for (comm::Handle& h : deferred_) outstanding.push_back(std::move(h));
-    for (Bucket& b : buckets_) {
-      outstanding.push_back(std::move(b.gather_done));
-      outstanding.push_back(std::move(b.update_done));
-    }
-    try {
-      wait_all(outstanding);
-    } catch (...) {  // an aborted world: nothing left to wait for
-    }
-  }
+  ~ShardedOptimizer();
 
   // ---- description ---------------------------------------------------------------------------
   [[nodiscard]] const Mesh& mesh() const { return mesh_; }
@@ -160,11 +119,7 @@ public:
   /// The flat layout of bucket b: where each tensor sits inside gather(b) and grad_buffer(b).
   [[nodiscard]] const FlatLayout& layout(int b) const { return at(b).layout; }
   [[nodiscard]] const BucketGeometry& geometry(int b) const { return at(b).geo; }
-  [[nodiscard]] int bucket_index(std::string_view name) const {
-    for (std::size_t i = 0; i < buckets_.size(); ++i)
-      if (buckets_[i].spec.name == name) return static_cast<int>(i);
-    fail("engine.unknown_bucket", "no bucket named '", name, "'");
-  }
+  [[nodiscard]] int bucket_index(std::string_view name) const;
   /// Optimizer steps taken (skipped overflow steps do not count). A device space decides on the
   /// device: there it counts the steps issued, and last_step_result().step those applied.
   [[nodiscard]] std::int64_t steps() const { return step_; }
@@ -278,42 +233,8 @@ private:
   using Group = detail::GroupStage<Comm>;
   using ShardedParams = detail::ShardedParams<Comm, ParamT, memory_type::template buffer, Space::concurrent_streams>;
 
-  static constexpr int no_grad_slot = -1;
-  static constexpr int grads_in_g_store = -2;  // grad_buffer(b) handed out the G store itself
-
-  struct Bucket {
-    BucketSpec spec;
-    FlatLayout layout;
-    BucketGeometry geo;
-    store<ParamT> p_store;              // the P shard (the full bucket when P is replicated)
-    store<GradT> g_store;               // the G shard, accumulated over micro-batches
-    store<float> master;                // the OS shard: fp32 master weights...
-    std::vector<store<float>> states;   // ...and the rule's states
-    store<float> os_grad;               // fp32 OS-shard gradients when they cannot live in the G store
-    std::vector<OwnedSegment> segments; // whole-tensor layout: this P shard's segments and owners
-    std::vector<int> slot_group;        // each tensor's parameter group
-    std::vector<detail::GroupRun> update_runs;  // the OS shard cut into runs of one group each
-    int spread_position = 0;            // position in the spread group (owner index)
-    // per micro-batch / step
-    // per micro-batch / step; host-side bookkeeping, touched by the caller's thread only
-    int gather_slot = -1;
-    comm::Handle gather_done;           // event: the AllGather into the gather slot
-    std::uint64_t gather_ticket = 0;    // its position on the space's stream (device spaces)
-    bool gathered = false;
-    int grad_slot = no_grad_slot;
-    comm::Handle update_done;           // event: the update of the OS shard and the spread to the P store
-    std::uint64_t update_ticket = 0;    // its position on the space's stream (device spaces)
-    bool reduced = false;
-    bool accumulated = false;
-  };
-
-  // A contiguous run of the OS shard: `count` elements at `os_offset` of the OS store that sit at
-  // `bucket_offset` of the bucket.
-  struct OsPiece {
-    std::size_t bucket_offset;
-    std::size_t os_offset;
-    std::size_t count;
-  };
+  using Bucket = detail::EngineBucket<ParamT, GradT, memory_type::template buffer>;
+  using OsPiece = detail::OsPiece;
 
   static const Mesh& checked_mesh(const Mesh& mesh, const Comm& world) {
     mesh.check_world_size(world.size());
@@ -329,13 +250,22 @@ private:
 
   [[nodiscard]] bool whole_tensor() const { return options_.os_layout == OsLayout::whole_tensor; }
   [[nodiscard]] bool needs_norm() const { return needs_grad_norm(options_.max_grad_norm, options_.skip_nonfinite); }
+  // 1 / (world x micro-batches) when averaging; each parameter group's copy of the current rule.
+  [[nodiscard]] double gradient_average() const;
+  [[nodiscard]] std::shared_ptr<const std::vector<Rule>> step_rules() const;
+  // update_in_backward (engine_in_backward.hpp): its constraints; bucket b's update and spread after
+  // its last reduction; a hyperparameter change once the step's first such update was issued.
+  void check_update_in_backward() const;
+  void issue_update_in_backward(Bucket& b);
+  void require_no_update_issued(const char* caller) const;
+
+  // The constructor's body: the options' and plan's checks, the stages, the buckets' stores.
+  void construct(std::vector<BucketSpec> buckets);
 
   // Each stage of the schedule from the plan: its group's communicator split from the world (in a
   // fixed order on every rank), or SoloStage for a group of one, which is never split.
   void build_stages();
-
   void add_bucket(BucketSpec spec);
-
   // Every tensor gets its group; the OS shard of every bucket is cut into runs of one group.
   void assign_param_groups();
 
@@ -405,14 +335,7 @@ private:
 
   // retire() for several events; a host space waits every one and throws the first error only
   // once all have completed (none of their buffers is in use any more).
-  void retire_all(std::vector<comm::Handle>& events) {
-    if constexpr (detail::device_space<Space>) {
-      for (comm::Handle& h : events) retire(h);
-      events.clear();
-    } else {
-      wait_all(events);
-    }
-  }
+  void retire_all(std::vector<comm::Handle>& events);
 
   // The fused update of the bucket's OS shard and the spread of the new parameters, one task on
   // the communication stream (HostSerial: run now, the spread left in flight), so that with an
@@ -451,6 +374,8 @@ private:
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
   std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
   StepResult last_result_;
+  std::shared_ptr<const std::vector<Rule>> in_backward_rules_;  // update_in_backward: set once issued
+  UpdateArgs in_backward_args_;                                 // ...with these
   bool open_ = false;
   bool last_ = false;
   int micro_batches_ = 0;
@@ -470,3 +395,4 @@ private:
 #include "amsp/engine/detail/engine_state_access.hpp"
 #include "amsp/engine/detail/engine_checks.hpp"
 #include "amsp/engine/detail/engine_buffers.hpp"
+#include "amsp/engine/detail/engine_in_backward.hpp"

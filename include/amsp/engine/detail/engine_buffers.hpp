@@ -107,14 +107,14 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::grad_buffer(int b) -> std::span<GradT> {
   Bucket& bucket = at(b);
   require_open(bucket);
-  if (bucket.grad_slot == grads_in_g_store) return {bucket.g_store.data(), bucket.geo.n};
+  if (bucket.grad_slot == detail::grads_in_g_store) return {bucket.g_store.data(), bucket.geo.n};
   if (bucket.grad_slot < 0) {
     // Nothing to reduce inside the G group and nothing accumulated yet: the user writes straight
     // into the G store, which saves DDP and ZeRO-1 a copy of the whole gradient.
     if (g_group_is_solo() && !bucket.accumulated) {
       // the last update read its gradients from the G store
       detail::user_after(space_, bucket.update_done, bucket.update_ticket);
-      bucket.grad_slot = grads_in_g_store;
+      bucket.grad_slot = detail::grads_in_g_store;
       clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
       return {bucket.g_store.data(), bucket.geo.n};
     }
@@ -129,10 +129,10 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce_gradients(int b) -> void {
   Bucket& bucket = at(b);
   require_open(bucket);
-  check(bucket.grad_slot != no_grad_slot, "engine.no_gradients", "bucket '", bucket.spec.name,
+  check(bucket.grad_slot != detail::no_grad_slot, "engine.no_gradients", "bucket '", bucket.spec.name,
         "': reduce_gradients(b) reads grad_buffer(b), which was not requested this micro-batch");
-  const int slot = bucket.grad_slot == grads_in_g_store ? -1 : bucket.grad_slot;
-  bucket.grad_slot = no_grad_slot;
+  const int slot = bucket.grad_slot == detail::grads_in_g_store ? -1 : bucket.grad_slot;
+  bucket.grad_slot = detail::no_grad_slot;
   submit_reduction(bucket, slot);
 }
 

@@ -23,6 +23,8 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket
     }
     if (at.last) finish(*bucket, at);
   }));
+  // update_in_backward: the bucket's update and spread follow its last chain on the same stream.
+  if (at.last && options_.update_in_backward) issue_update_in_backward(b);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>

@@ -1,11 +1,43 @@
 #pragma once
 // Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
-// Construction and parameters: the stages of the schedule, the stores of each bucket, the parameter
+// Construction and parameters: the constructor's body and the destructor, the stages of the schedule, the stores of each bucket, the parameter
 // groups' runs, and set_tensor's writes into the P and OS stores.
 
 #include "amsp/engine/sharded_optimizer.hpp"
 
 namespace amsp {
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<BucketSpec> buckets) -> void {
+  const Plan& plan = groups_.plan();
+  check(options_.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
+        "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
+        to_string(plan.g), " and s_p = ", to_string(plan.p));
+  check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
+  check_update_in_backward();
+  build_stages();
+  for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
+  assign_param_groups();
+  set_rule(Rule(rule_));  // validated, also as every parameter group sees it
+  std::size_t largest = 0;  // the norm's scratch (a device space: its workspace) is sized once, here
+  for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
+  mem_.reserve_norm(buckets_.size(), largest);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::~ShardedOptimizer() {
+  // Outstanding work reads and writes our stores: let it finish before the stores go.
+  std::vector<comm::Handle> outstanding = std::move(reductions_);
+  for (comm::Handle& h : deferred_) outstanding.push_back(std::move(h));
+  for (Bucket& b : buckets_) {
+    outstanding.push_back(std::move(b.gather_done));
+    outstanding.push_back(std::move(b.update_done));
+  }
+  try {
+    wait_all(outstanding);
+  } catch (...) {  // an aborted world: nothing left to wait for
+  }
+}
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::build_stages() -> void {

@@ -8,6 +8,13 @@
 namespace amsp {
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::bucket_index(std::string_view name) const -> int {
+  for (std::size_t i = 0; i < buckets_.size(); ++i)
+    if (buckets_[i].spec.name == name) return static_cast<int>(i);
+  fail("engine.unknown_bucket", "no bucket named '", name, "'");
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::memory() const -> MemoryReport {
   MemoryReport m;
   for (const Bucket& b : buckets_) {
@@ -65,6 +72,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::state_shard(int b, int 
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_rule(const Rule& rule) -> void {
+  require_no_update_issued("set_rule");
   rule.validate();
   for (const ParamGroup& g : groups_table_.values()) detail::rule_for_group(rule, g).validate();
   rule_ = rule;
@@ -82,6 +90,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::param_group(
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::set_steps(std::int64_t steps) -> void {
   check(steps >= 0, "engine.step_count", "step count ", steps, " must be >= 0");
+  require_no_update_issued("set_steps");
   if constexpr (requires { mem_.set_steps(steps); }) {  // a device space's count lives on the device
     synchronize();
     mem_.set_steps(steps);

@@ -23,24 +23,31 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::step(float loss_scale) 
         "step() needs the gradients of a last micro-batch: call start_micro_batch(true) and hand every bucket");
   require_all_reduced("step");
   check_loss_scale(loss_scale);
-  const double average = options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
+  check(!options_.update_in_backward || loss_scale == 1.0f, "engine.update_in_backward", "step(", loss_scale,
+        ") with update_in_backward: the updates were issued in the backward, unscaled (loss scale 1)");
   // Host spaces: the reduction chains' errors are thrown here. A device space leaves them to
   // the stream (the norm task comes after them in its FIFO) and reports errors later.
   retire_all(reductions_);
-  // The step's stream work rewrites stores the user's compute may still read (the P store with P
-  // replicated, the G store handed out by grad_buffer).
-  detail::comm_after_user(space_);
-  const std::optional<StepDecision> decision = decide(loss_scale, average);
   StepResult result;
-  if (decision) result = StepResult{decision->skipped, decision->grad_norm, decision->clip_coefficient, decision->step};
-  if (!decision || !decision->skipped) {
-    // A device space decides on the device: it counts the steps issued here, its device
-    // decision counts those applied (last_step_result()).
-    step_ = decision ? decision->step : step_ + 1;
-    auto group_rules = std::make_shared<std::vector<Rule>>();
-    for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
-    const float grad_scale = decision ? decision->grad_scale : 1.0f;
-    for (Bucket& b : buckets_) update_and_spread(b, group_rules, UpdateArgs{step_, grad_scale});
+  if (options_.update_in_backward) {
+    // Every bucket's update and spread were issued after its last reduction; nothing was decided
+    // globally (no norm: grad_norm stays 0, clip_coefficient 1, never skipped).
+    step_ = in_backward_args_.step;
+    in_backward_rules_.reset();
+  } else {
+    // The step's stream work rewrites stores the user's compute may still read (the P store with P
+    // replicated, the G store handed out by grad_buffer).
+    detail::comm_after_user(space_);
+    const std::optional<StepDecision> decision = decide(loss_scale, gradient_average());
+    if (decision) result = StepResult{decision->skipped, decision->grad_norm, decision->clip_coefficient, decision->step};
+    if (!decision || !decision->skipped) {
+      // A device space decides on the device: it counts the steps issued here, its device
+      // decision counts those applied (last_step_result()).
+      step_ = decision ? decision->step : step_ + 1;
+      const float grad_scale = decision ? decision->grad_scale : 1.0f;
+      const std::shared_ptr<const std::vector<Rule>> group_rules = step_rules();
+      for (Bucket& b : buckets_) update_and_spread(b, group_rules, UpdateArgs{step_, grad_scale});
+    }
   }
   result.step = step_;
   open_ = last_ = false;
@@ -48,6 +55,19 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::step(float loss_scale) 
   for (Bucket& b : buckets_) b.accumulated = b.reduced = false;
   last_result_ = result;
   return result;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::gradient_average() const -> double {
+  return options_.average_gradients ? 1.0 / (double(mesh_.world_size()) * micro_batches_) : 1.0;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::step_rules() const
+    -> std::shared_ptr<const std::vector<Rule>> {
+  auto group_rules = std::make_shared<std::vector<Rule>>();
+  for (const ParamGroup& g : groups_table_.values()) group_rules->push_back(detail::rule_for_group(rule_, g));
+  return group_rules;
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
@@ -112,11 +132,21 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::retire(comm::Handle& ev
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::retire_all(std::vector<comm::Handle>& events) -> void {
+  if constexpr (detail::device_space<Space>) {
+    for (comm::Handle& h : events) retire(h);
+    events.clear();
+  } else {
+    wait_all(events);
+  }
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::update_and_spread(Bucket& b,
     std::shared_ptr<const std::vector<Rule>> group_rules, UpdateArgs args) -> void {
   retire(b.update_done);
   check(!b.gathered && b.gather_slot < 0, "engine.gathered_during_step", "bucket '", b.spec.name,
-        "' is still gathered; release it before step()");
+        "' is still gathered; release it before step() (update_in_backward: before its last reduce_gradients)");
   Bucket* bucket = &b;
   const IssueContext at = issue_context();
   b.update_done = space_.launch([this, bucket, group_rules, args, at] {
