@@ -43,7 +43,7 @@ void for_each_space_case(F&& check) {
   for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2)})
     for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
       for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-        if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+        if (!amsp::layout_supports(layout, plan)) continue;
         CAPTURE(amsp::to_string(mesh));
         CAPTURE(amsp::to_string(plan));
         CAPTURE(amsp::name_of(layout));
@@ -65,7 +65,7 @@ void check_every_plan(const amsp::Mesh& mesh, const Rule& rule) {
       const Params ddp = run_in<Space>(mesh, amsp::preset("ddp", mesh), rule, job);
       for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
         for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-          if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;  // needs s_g = s_p
+          if (!amsp::layout_supports(layout, plan)) continue;  // needs s_g = s_p
           CAPTURE(amsp::to_string(mesh));
           CAPTURE(amsp::to_string(plan));
           CAPTURE(amsp::name_of(layout));

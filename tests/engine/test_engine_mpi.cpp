@@ -46,7 +46,7 @@ void parity(MpiCommunicator& comm, const amsp::Mesh& mesh, const Rule& rule) {
       const Params ddp = amsp::test::run_job(comm, mesh, amsp::preset("ddp", mesh), rule, job);
       for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
         for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-          if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+          if (!amsp::layout_supports(layout, plan)) continue;
           job.os_layout = layout;
           const std::string what = std::string(Rule::name) + " " + amsp::to_string(plan) + " " +
                                    std::string(amsp::name_of(layout)) + " M=" + std::to_string(micro) +
@@ -67,7 +67,7 @@ void async_matches_serial(MpiCommunicator& comm, const amsp::Mesh& mesh) {
   job.max_grad_norm = 0.05f;
   for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
     for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-      if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;
+      if (!amsp::layout_supports(layout, plan)) continue;
       job.os_layout = layout;
       const Params serial = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostSerial>(
           comm, mesh, plan, rule, job);

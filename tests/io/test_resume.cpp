@@ -69,7 +69,7 @@ void every_plan(const amsp::Mesh& mesh) {
   job.max_grad_norm = 0.05f;
   for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
     for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-      if (layout == amsp::OsLayout::whole_tensor && plan.g != plan.p) continue;  // needs s_g = s_p
+      if (!amsp::layout_supports(layout, plan)) continue;  // needs s_g = s_p
       CAPTURE(amsp::to_string(mesh));
       CAPTURE(amsp::to_string(plan));
       CAPTURE(amsp::name_of(layout));

@@ -12,6 +12,7 @@
 
 #include "amsp/core/error.hpp"
 #include "amsp/sharding/layout.hpp"
+#include "amsp/sharding/plan.hpp"
 
 namespace amsp {
 
@@ -25,6 +26,14 @@ enum class OsLayout {
   /// per-tensor state (e.g. FP8 scales) on one rank. Needs s_g = s_p.
   whole_tensor,
 };
+
+/// Whether the engine can carve `layout` out of `plan`'s shards: the whole-tensor layout reduces a
+/// P shard's gradients whole to each tensor's owner, which needs s_g = s_p. The one definition of
+/// the rule: the engine's check (engine.whole_tensor_layout), the planner's search and the
+/// tests' plan sweeps ask it.
+[[nodiscard]] inline bool layout_supports(OsLayout layout, const Plan& plan) {
+  return layout == OsLayout::even_split || plan.g == plan.p;
+}
 
 [[nodiscard]] inline std::string_view name_of(OsLayout layout) {
   return layout == OsLayout::even_split ? "even_split" : "whole_tensor";

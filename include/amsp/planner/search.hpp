@@ -112,7 +112,7 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   const std::vector<Module> units = in.model.units(in.schedule.granularity);
   std::vector<Evaluation> found;
   for (const Plan& plan : enumerate_plans(in.cluster.mesh, in.rules)) {
-    if (in.schedule.os_layout == OsLayout::whole_tensor && plan.g != plan.p) continue;  // the engine cannot run it
+    if (!layout_supports(in.schedule.os_layout, plan)) continue;  // the engine cannot run it
     Evaluation e = detail::evaluate_on(plan, in, units);
     if (e.fits || include_unfit) found.push_back(std::move(e));
   }

@@ -10,7 +10,7 @@ namespace amsp {
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<BucketSpec> buckets) -> void {
   const Plan& plan = groups_.plan();
-  check(options_.os_layout == OsLayout::even_split || plan.g == plan.p, "engine.whole_tensor_layout",
+  check(layout_supports(options_.os_layout, plan), "engine.whole_tensor_layout",
         "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
         to_string(plan.g), " and s_p = ", to_string(plan.p));
   check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
