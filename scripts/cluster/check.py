@@ -363,7 +363,7 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
-            "--sync-overhead", str(sync_overhead_s)] + \
+            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter] + \
         compute_args + \
         a.model_args
 
@@ -540,6 +540,10 @@ def main():
     ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
                     help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
                          "step of its ring (Cluster::step_overhead_s)")
+    ap.add_argument("--gather-scatter", choices=["recursive", "ring"], default="recursive",
+                    help="hand-overs the per-step overhead is paid for in AllGather and ReduceScatter: "
+                         "recursive = ceil(log2 n), the recursive doubling / halving scripts/cluster.sh pins; "
+                         "ring = n - 1 (the model before 2026-12-03's reanalysis)")
     ap.add_argument("--diagnose", action="store_true",
                     help="also print the best any calibration of the model's overheads could do (fitted to the "
                          "checked plans themselves: a diagnosis of the model's form, not a prediction)")

@@ -80,6 +80,14 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   c.step_overhead_s = 0.001;
   CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.004));
   CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
+  // Recursive doubling / halving (what the emulated cluster pins): log2 n hand-overs of AllGather
+  // and ReduceScatter (4 ranks: 2, not 3; 8 ranks: 3, not 7), the AllReduce still a ring.
+  c.gather_scatter = GatherScatterAlgorithm::recursive;
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.003));
+  CHECK(c.overhead_seconds(op_kind::reduce_scatter, {4, 2}) == doctest::Approx(0.003));
+  CHECK(c.overhead_seconds(op_kind::all_gather, {2, 1}) == doctest::Approx(0.001));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
+  c.gather_scatter = GatherScatterAlgorithm::ring;
   // The wait between compute segments is a separate figure (comm_model.hpp applies it per call of
   // the every-micro-batch window); nothing to wait for in a group of one.
   c.step_overhead_s = 0;
@@ -138,4 +146,16 @@ TEST_CASE("cluster: the paper's testbed and its validation") {
   bad = c;
   bad.links.node_bytes_per_second = 0;
   CHECK_THROWS_WITH_AS(validate(bad), doctest::Contains("link bandwidths"), amsp::error);
+}
+
+TEST_CASE("algorithm_steps: hand-overs of rings and of recursive doubling / halving") {
+  constexpr auto ring = GatherScatterAlgorithm::ring;
+  constexpr auto recursive = GatherScatterAlgorithm::recursive;
+  CHECK(algorithm_steps(op_kind::all_gather, 8, ring) == 7);
+  CHECK(algorithm_steps(op_kind::all_gather, 8, recursive) == 3);
+  CHECK(algorithm_steps(op_kind::reduce_scatter, 8, recursive) == 3);
+  CHECK(algorithm_steps(op_kind::reduce_scatter, 2, recursive) == 1);
+  CHECK(algorithm_steps(op_kind::all_gather, 6, recursive) == 3);  // ⌈log2 6⌉
+  CHECK(algorithm_steps(op_kind::all_reduce, 8, recursive) == 14);  // the pinned AllReduce is a ring
+  CHECK(algorithm_steps(op_kind::all_gather, 1, recursive) == 0);
 }

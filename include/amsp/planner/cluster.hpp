@@ -53,10 +53,15 @@ struct Cluster {
   /// cluster of docs/cluster.md; on GPUs launch and synchronisation skew: microseconds). Calibrated
   /// from a training run (docs/planner.md); 0 by default.
   double call_overhead_s = 0;
-  /// The same wait counted per step of the collective's ring instead (ring_steps: n − 1, 2(n − 1)
-  /// for all_reduce): a call waits once for every peer it hands data to, each of which may be
-  /// computing. 0 by default; docs/planner.md compares the two on the emulated cluster.
+  /// The same wait counted per hand-over step of the collective's algorithm instead
+  /// (algorithm_steps: a ring's n − 1, 2(n − 1) for all_reduce; ⌈log2 n⌉ for recursive doubling /
+  /// halving): a call waits once for every peer it hands data to, each of which may be computing.
+  /// 0 by default; docs/planner.md compares the two on the emulated cluster.
   double step_overhead_s = 0;
+  /// The algorithm of all_gather and reduce_scatter, which sets their number of hand-overs for
+  /// step_overhead_s: rings (NCCL) by default; the emulated cluster pins recursive doubling /
+  /// halving (docs/cluster.md).
+  GatherScatterAlgorithm gather_scatter = GatherScatterAlgorithm::ring;
   /// Seconds every call *between two compute segments* waits on top of the above (the calls of
   /// the every-micro-batch window: parameter gathers and per-unit gradient reductions, which the
   /// engine issues between the compute of two units; comm_model.hpp's CommTerm::seconds). Such a
@@ -76,9 +81,9 @@ struct Cluster {
       if (const auto t = profile->seconds(op, group, bytes)) return *t + overhead_seconds(op, group);
     return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links) + overhead_seconds(op, group);
   }
-  /// call_overhead_s + ring_steps · step_overhead_s of one call of `op` on `group`.
+  /// call_overhead_s + algorithm_steps · step_overhead_s of one call of `op` on `group`.
   [[nodiscard]] double overhead_seconds(comm::op_kind op, Factor group) const {
-    return call_overhead_s + ring_steps(op, group.size()) * step_overhead_s;
+    return call_overhead_s + algorithm_steps(op, group.size(), gather_scatter) * step_overhead_s;
   }
   /// The wait of one call on `group` that sits between two compute segments: sync_overhead_s,
   /// 0 for a group of one (no peer to wait for).

@@ -47,6 +47,23 @@ namespace amsp::planner {
   return op == comm::op_kind::all_reduce ? 2 * (n - 1) : n - 1;
 }
 
+/// How all_gather and reduce_scatter hand data between ranks: a ring (NCCL; n − 1 hand-overs) or
+/// recursive doubling / halving (Open MPI's tuned algorithms the emulated cluster pins,
+/// docs/cluster.md: ⌈log2 n⌉ hand-overs, each exchanging with one partner). all_reduce stays a
+/// ring in both (NCCL's and the pinned one).
+enum class GatherScatterAlgorithm { ring, recursive };
+
+/// Hand-overs of one call of `op` on `n` ranks under `algorithm`: ring_steps for a ring;
+/// ⌈log2 n⌉ for recursive doubling / halving of all_gather and reduce_scatter (every other op a
+/// ring); 0 for a group of one. Each hand-over may wait for a peer still computing
+/// (Cluster::step_overhead_s).
+[[nodiscard]] inline int algorithm_steps(comm::op_kind op, int n, GatherScatterAlgorithm algorithm) {
+  const bool recursive = algorithm == GatherScatterAlgorithm::recursive &&
+                         (op == comm::op_kind::all_gather || op == comm::op_kind::reduce_scatter);
+  if (!recursive || n <= 1) return ring_steps(op, n);
+  return static_cast<int>(std::ceil(std::log2(static_cast<double>(n))));
+}
+
 /// Effective link figures for the α–β model.
 struct Links {
   double intra_bytes_per_second = 0;  ///< per GPU, one direction, inside a node (NVLink)
