@@ -181,10 +181,24 @@ def solve_overheads(rows, step0, sync0, fixed_step, fixed_sync):
     return alone(1), 0.0
 
 
+def call_sizes(a, mesh, plans):
+    """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
+    of more than one rank), so that the profile times them instead of interpolating between its
+    sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
+    in log-log (docs/planner.md, "Hand-overs of the pinned algorithms")."""
+    out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
+              "--global-batch", str(a.global_batch)] + a.model_args, 60)
+    return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]
+                   if c[2] * c[3] > 1 and c[4] > 8})
+
+
 def profile(a, mesh, plans, path):
     ranks, nodes = map(int, mesh.split("x"))
+    sizes = a.profile_sizes
+    if a.profile_call_sizes == "on":
+        sizes = ",".join(str(b) for b in sorted({int(x) for x in sizes.split(",")} | set(call_sizes(a, mesh, plans))))
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
-        "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", a.profile_sizes,
+        "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
         "--max-iterations", str(a.profile_iterations), "--mpi-check-calls", a.mpi_check_calls, "--out", path], 1800)
     # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
     # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
@@ -549,6 +563,8 @@ def main():
                          "checked plans themselves: a diagnosis of the model's form, not a prediction)")
     ap.add_argument("--profile-sizes", default="4096,65536,262144")
     ap.add_argument("--profile-iterations", type=int, default=50)
+    ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
+                    help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")
     ap.add_argument("--reanalyze", default="", help="a saved --out file: predict and print again, measure nothing")
     a = ap.parse_args()
