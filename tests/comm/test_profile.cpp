@@ -2,6 +2,8 @@
 // the library writes for it and the planner reads (format amsp-bandwidth-profile/1).
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include "amsp/sharding/presets.hpp"
 #include "measure_collectives.hpp"
 #include "collective_checks.hpp"
@@ -36,6 +38,23 @@ TEST_CASE("profile: the group sets of plans, strided shapes included, one per sh
   CHECK(sets[2].first == Factor{4, 2});
   CHECK(amsp_profile::iterations_for(4096, 50) == 50);
   CHECK(amsp_profile::iterations_for(std::uint64_t{1} << 30, 50) == 2);
+}
+
+TEST_CASE("profile: with a gap, every call is timed alone and the idle gap is not counted") {
+  const Mesh mesh(2, 1);
+  const auto gap = std::chrono::milliseconds{50};
+  std::vector<planner::ProfileEntry> entries;
+  const auto t0 = std::chrono::steady_clock::now();
+  comm::run_on_threads(2, [&](comm::ThreadsCommunicator& world) {
+    auto mine = amsp_profile::measure(world, mesh, {comm::op_kind::all_gather}, std::vector<Factor>{Factor{2, 1}},
+                                      {4096}, 2, gap);
+    if (world.rank() == 0) entries = std::move(mine);
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].seconds > 0);
+  CHECK(entries[0].seconds < 0.05);  // two 4 KiB gathers of two threads: far below the gap
+  CHECK(elapsed >= 2 * gap);  // the gaps did happen, one before each timed call
 }
 
 TEST_CASE("profile: measured entries and their JSON document") {

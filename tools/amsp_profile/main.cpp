@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -40,6 +41,7 @@ struct Options {
   std::vector<std::string> plans;  // the group sets of these plans, strided shapes included
   std::vector<std::uint64_t> sizes;
   int max_iterations = 200;
+  std::chrono::microseconds gap{0};  // idle time before every timed call; 0: back to back
 };
 
 // Returns nullopt after printing --help.
@@ -72,6 +74,9 @@ std::optional<Options> parse(int argc, char** argv) {
   }
   o.max_iterations = args.integer<int>("--max-iterations", "N", "collectives per measurement at most (about 256 MiB "
                                        "are moved per measurement, at least 2 calls)", 200, cli::at_least(2));
+  o.gap = std::chrono::microseconds{args.integer<int>(
+      "--gap-us", "US", "idle microseconds on every rank before every timed call, each call timed alone (as in "
+      "training, where calls follow compute); 0 (default): calls back to back", 0, cli::at_least(0))};
   o.sizes = args.list<std::uint64_t>(
       "--sizes", "BYTES,...", "message sizes in bytes (default 65536,1048576,16777216)",
       {std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20},
@@ -131,7 +136,7 @@ int run(int argc, char** argv) {
     comm::MpiSession session(argc, argv);
     comm::MpiCommunicator world = comm::MpiCommunicator::world(comm::MpiOptions{.check_calls = o.mpi_check_calls});
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
-    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations);
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap);
     if (world.rank() == 0) write(o, mesh, entries);
     return 0;
 #endif
@@ -140,7 +145,7 @@ int run(int argc, char** argv) {
   const auto sets = group_sets(o, mesh);
   std::vector<planner::ProfileEntry> entries;
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
-    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations);
+    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap);
     if (world.rank() == 0) entries = std::move(mine);
   });
   write(o, mesh, entries);

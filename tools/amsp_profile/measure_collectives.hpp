@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -75,11 +76,15 @@ using planner::ProfileEntry;
 /// Measures every (op, group set, size) on `world` (collective: every rank calls it with the same
 /// arguments; the times are rank 0's, between two world barriers), every group of a set at once.
 /// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
-/// number of fp32 elements.
+/// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
+/// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
+/// training after a compute segment, which back-to-back calls never do), and the mean of rank 0's
+/// times of the single calls is kept.
 template <comm::communicator C>
 [[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
                                                 const std::vector<std::pair<Factor, GroupSet>>& sets,
-                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200) {
+                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200,
+                                                std::chrono::microseconds gap = std::chrono::microseconds{0}) {
   mesh.check_world_size(world.size());
   using Clock = std::chrono::steady_clock;
   std::vector<ProfileEntry> entries;
@@ -105,11 +110,23 @@ template <comm::communicator C>
         };
         once();  // warm-up: first touch, connection setup
         const int iterations = iterations_for(bytes, max_iterations);
-        world.barrier();
-        const auto t0 = Clock::now();
-        for (int i = 0; i < iterations; ++i) once();
-        world.barrier();
-        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+        double seconds = 0;
+        if (gap.count() > 0) {
+          for (int i = 0; i < iterations; ++i) {
+            world.barrier();
+            std::this_thread::sleep_for(gap);
+            const auto t0 = Clock::now();
+            once();
+            seconds += std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+          }
+          world.barrier();
+        } else {
+          world.barrier();
+          const auto t0 = Clock::now();
+          for (int i = 0; i < iterations; ++i) once();
+          world.barrier();
+          seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+        }
         entries.push_back(ProfileEntry{op, shape, bytes, seconds});
       }
   }
@@ -120,8 +137,9 @@ template <comm::communicator C>
 template <comm::communicator C>
 [[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
                                                 const std::vector<Factor>& shapes,
-                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200) {
-  return measure(world, mesh, ops, block_group_sets(mesh, shapes), sizes, max_iterations);
+                                                const std::vector<std::uint64_t>& sizes, int max_iterations = 200,
+                                                std::chrono::microseconds gap = std::chrono::microseconds{0}) {
+  return measure(world, mesh, ops, block_group_sets(mesh, shapes), sizes, max_iterations, gap);
 }
 
 }  // namespace amsp_profile
