@@ -192,14 +192,18 @@ def call_sizes(a, mesh, plans):
                    if c[2] * c[3] > 1 and c[4] > 8})
 
 
-def profile(a, mesh, plans, path):
+def profile(a, mesh, plans, path, gap_us=0):
+    """amsp-profile on the cluster: back to back (gap_us = 0, the planner's profile), or every call
+    after an idle gap (--gap-us; fewer calls: --profile-gap-iterations)."""
     ranks, nodes = map(int, mesh.split("x"))
     sizes = a.profile_sizes
     if a.profile_call_sizes == "on":
         sizes = ",".join(str(b) for b in sorted({int(x) for x in sizes.split(",")} | set(call_sizes(a, mesh, plans))))
+    iterations = a.profile_gap_iterations if gap_us else a.profile_iterations
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
         "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
-        "--max-iterations", str(a.profile_iterations), "--mpi-check-calls", a.mpi_check_calls, "--out", path], 1800)
+        "--max-iterations", str(iterations), "--gap-us", str(gap_us), "--mpi-check-calls", a.mpi_check_calls,
+        "--out", path], 1800)
     # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
     # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
     # most nodes (on an oversubscribed CPU, mostly scheduling delay).
@@ -256,6 +260,9 @@ def run_config(a, mesh, rate):
     calibration = calibrate(a, mesh, launcher)
     prof_path = os.path.join(a.work, f"profile-{tag}.json")
     links = profile(a, mesh, plans, prof_path)
+    gap_path = os.path.join(a.work, f"profile-gap-{tag}.json")
+    if a.profile_gap_us:
+        profile(a, mesh, plans, gap_path, a.profile_gap_us)
     runs = {mode: {p: [] for p in plans} for mode in a.modes}
     for rep in range(a.repeats):
         steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
@@ -269,7 +276,7 @@ def run_config(a, mesh, rate):
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
     sh([CLUSTER, "down"], 60)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
-            "profile": prof_path, "runs": runs}
+            "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs}
 
 
 def analyze(a, config):
@@ -372,7 +379,7 @@ def compute_rate_args(a, config, points):
 
 def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0):
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
-    return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", config["profile"],
+    return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", profile_path(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
@@ -380,6 +387,35 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter] + \
         compute_args + \
         a.model_args
+
+
+def profile_path(a, config):
+    """The profile the planner prices with: back to back (the default), or --profile-kind gap
+    (amsp-profile --gap-us, measured since 2026-12-03's reanalysis; earlier runs have none)."""
+    if a.profile_kind == "gap":
+        if "profile_gap" not in config:
+            print(f"check.py: --profile-kind gap: the run of {config['mesh']} {config['rate']} has no gapped "
+                  "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
+                  file=sys.stderr)
+            sys.exit(2)
+        return config["profile_gap"]
+    return config["profile"]
+
+
+def gap_summary(a, config):
+    """The targets once more with the other profile (back to back vs gapped), when the run has both:
+    one line per schedule, so that one run says which profile predicts the steps."""
+    if "profile_gap" not in config:
+        return
+    other = argparse.Namespace(**vars(a))
+    other.profile_kind = "back-to-back" if a.profile_kind == "gap" else "gap"
+    other.diagnose = False
+    tables = analyze(other, json.loads(json.dumps({k: v for k, v in config.items() if k != "tables"})))["tables"]
+    for mode, rows in tables.items():
+        s = summarize(rows)
+        print(f"{config['mesh']} {config['rate']} {mode}, priced with the {other.profile_kind} profile instead: "
+              f"median |error| {100 * s['median_abs_error']:.1f} %, Spearman {s['spearman']:.2f}, "
+              f"pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} %")
 
 
 def rate_gbit(rate):
@@ -563,6 +599,13 @@ def main():
                          "checked plans themselves: a diagnosis of the model's form, not a prediction)")
     ap.add_argument("--profile-sizes", default="4096,65536,262144")
     ap.add_argument("--profile-iterations", type=int, default=50)
+    ap.add_argument("--profile-gap-us", type=int, default=10000,
+                    help="also measure a profile with every call after this idle gap (amsp-profile --gap-us; "
+                         "0: not measured)")
+    ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
+    ap.add_argument("--profile-kind", choices=["back-to-back", "gap"], default="back-to-back",
+                    help="the profile the planner prices with (the other one's targets are printed too, "
+                         "when the run has both)")
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")
@@ -577,6 +620,7 @@ def main():
     if a.reanalyze:
         for c in json.load(open(a.reanalyze)):
             print_tables(analyze(a, c))
+            gap_summary(a, c)
         return 0
     configs = []
     try:
@@ -588,6 +632,7 @@ def main():
         subprocess.run([CLUSTER, "down"], capture_output=True)
     for c in configs:
         print_tables(analyze(a, c))
+        gap_summary(a, c)
     return 0
 
 
