@@ -144,10 +144,11 @@ def overheads(a, config, compute_args):
 
     def serial(plan, step_s, sync_s):
         return json.loads(sh(predict_command(a, config, [plan], compute_args, step_s, sync_s), 60))["serial"]
-    # Linear in both without CPU contention: one round solves it. With contention (compute depends
-    # on the waits) the step is only nearly linear: Newton rounds, each linearised at the last solution.
+    # Piecewise linear in both (a call's waits count where they outlast its transfer), and with CPU
+    # contention (compute depends on the waits) only nearly so: Newton rounds, each linearised at the
+    # last solution.
     step_s, sync_s = step0 or 0.0, sync0 or 0.0
-    for _ in range(1 if "--contention" not in compute_args else 8):
+    for _ in range(8):  # the waits overlap the transfers (the longer counts): piecewise linear
         rows = []  # (measured - predicted + the linear part, d/d step, d/d sync) at (step_s, sync_s)
         for plan, measured in plans:
             t0 = serial(plan, step_s, sync_s)
@@ -590,10 +591,10 @@ def main():
     ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
                     help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
                          "step of its ring (Cluster::step_overhead_s)")
-    ap.add_argument("--gather-scatter", choices=["recursive", "ring"], default="recursive",
+    ap.add_argument("--gather-scatter", choices=["recursive", "ring"], default="ring",
                     help="hand-overs the per-step overhead is paid for in AllGather and ReduceScatter: "
-                         "recursive = ceil(log2 n), the recursive doubling / halving scripts/cluster.sh pins; "
-                         "ring = n - 1 (the model before 2026-12-03's reanalysis)")
+                         "ring = n - 1 (default); recursive = ceil(log2 n), the hand-overs of the recursive "
+                         "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner.md)")
     ap.add_argument("--diagnose", action="store_true",
                     help="also print the best any calibration of the model's overheads could do (fitted to the "
                          "checked plans themselves: a diagnosis of the model's form, not a prediction)")

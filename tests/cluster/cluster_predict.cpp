@@ -14,11 +14,12 @@
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
-// seconds is added to every collective call (Cluster::call_overhead_s), --step-overhead seconds
-// to every step of its ring (Cluster::step_overhead_s), --sync-overhead seconds to every call that
+// seconds is waited in every collective call (Cluster::call_overhead_s), --step-overhead seconds
+// in every step of its ring (Cluster::step_overhead_s), --sync-overhead seconds is added to every call that
 // sits between two compute segments (Cluster::sync_overhead_s). A step is a hand-over of the
-// algorithm: --gather-scatter recursive (the default: what scripts/cluster.sh pins) counts ⌈log2 n⌉
-// for all_gather and reduce_scatter, ring n − 1 (Cluster::gather_scatter). Each line also lists every call
+// algorithm: --gather-scatter ring (the default) counts n − 1 for all_gather and reduce_scatter,
+// recursive ⌈log2 n⌉ (Cluster::gather_scatter). The waits and the transfer of a call overlap
+// (Cluster::collective_seconds: the longer of the two). Each line also lists every call
 // ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
 // the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
 // at once, the others blocked; --contention-ranks ranks share the cores, default the world) prices
@@ -125,9 +126,9 @@ int run(int argc, char** argv) {
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
-  // The hand-overs --step-overhead is paid for: the algorithms scripts/cluster.sh pins (recursive
-  // doubling / halving for all_gather and reduce_scatter, as link_bytes_per_group above), or rings.
-  const std::string gather_scatter = a.text("gather-scatter", "recursive");
+  // The hand-overs --step-overhead is paid for: rings (n − 1, the default: it predicts the cluster's
+  // steps better, docs/planner.md), or the recursive doubling / halving scripts/cluster.sh pins.
+  const std::string gather_scatter = a.text("gather-scatter", "ring");
   check(gather_scatter == "recursive" || gather_scatter == "ring", "cli.value",
         "--gather-scatter must be recursive or ring, got '", gather_scatter, "'");
   cluster.gather_scatter = gather_scatter == "ring" ? GatherScatterAlgorithm::ring : GatherScatterAlgorithm::recursive;

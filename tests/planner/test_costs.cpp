@@ -69,24 +69,29 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   CHECK(!c.measured(op_kind::all_gather, {2, 1}));
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
         doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links)));
-  // The overhead per call joins profiled and analytic times alike, never a group of one.
+  // The waits for peers (per call) and the transfer overlap: the longer of the two, profiled or
+  // analytic, never a group of one.
   c.call_overhead_s = 0.002;
-  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.003));
-  CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) ==
-        doctest::Approx(analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links) + 0.002));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.002));  // max(0.001, 0.002)
+  CHECK(c.transfer_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.001));
+  const double analytic = analytic_seconds(op_kind::all_gather, 4e6, {2, 1}, 4, c.links);
+  CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {2, 1}) == doctest::Approx(std::max(analytic, 0.002)));
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {1, 1}) == 0.0);
-  // Per ring step instead: 3 steps of a 4-rank AllGather, 2·7 of an 8-rank AllReduce.
+  c.call_overhead_s = 0.0004;  // shorter than the 1 ms transfer: hidden
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.001));
+  // Per ring step instead: 3 steps of a 4-rank AllGather (3 ms > 1 ms), 2·7 of an 8-rank AllReduce.
   c.call_overhead_s = 0;
   c.step_overhead_s = 0.001;
-  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.004));
-  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.003));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(0.014));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 1e8, {4, 2}) == doctest::Approx(1e8 / 2e9));  // 50 ms hides 14
   // Recursive doubling / halving (what the emulated cluster pins): log2 n hand-overs of AllGather
   // and ReduceScatter (4 ranks: 2, not 3; 8 ranks: 3, not 7), the AllReduce still a ring.
   c.gather_scatter = GatherScatterAlgorithm::recursive;
-  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.003));
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.002));
   CHECK(c.overhead_seconds(op_kind::reduce_scatter, {4, 2}) == doctest::Approx(0.003));
   CHECK(c.overhead_seconds(op_kind::all_gather, {2, 1}) == doctest::Approx(0.001));
-  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(1e6 / 2e9 + 0.014));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 1e6, {4, 2}) == doctest::Approx(0.014));
   c.gather_scatter = GatherScatterAlgorithm::ring;
   // The wait between compute segments is a separate figure (comm_model.hpp applies it per call of
   // the every-micro-batch window); nothing to wait for in a group of one.

@@ -22,6 +22,7 @@
 //     not free, so that among plans that hide everything the one moving less data wins.
 //   - 2 GB per GPU reserved for the CUDA context, NCCL buffers and allocator fragmentation: assumed.
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -73,13 +74,23 @@ struct Cluster {
   /// (docs/planner.md, "The wait between compute segments").
   double sync_overhead_s = 0;
 
-  /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the profile when it has
-  /// that op and shape, the analytic α–β model otherwise.
+  /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the transfer (the
+  /// profile when it has that op and shape, the analytic α–β model otherwise) and the waits for
+  /// peers (overhead_seconds) run at once, so the longer of the two. A peer still computing delays
+  /// its own hand-overs while the bytes already sent keep moving through the links: a call whose
+  /// transfer outlasts its waits (a slow inter-node link) hides them, a fast one (inside a node)
+  /// is all waits. (Added to the transfer until 2026-12-03: that charged a wire-bound call twice;
+  /// docs/planner.md, "The waits for peers overlap the transfer".)
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
+    return std::max(transfer_seconds(op, bytes, group), overhead_seconds(op, group));
+  }
+  /// The transfer alone: what a back-to-back profile measures, every rank already waiting.
+  [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group) const {
+    if (group.size() <= 1 || bytes <= 0) return 0.0;
     if (profile)
-      if (const auto t = profile->seconds(op, group, bytes)) return *t + overhead_seconds(op, group);
-    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links) + overhead_seconds(op, group);
+      if (const auto t = profile->seconds(op, group, bytes)) return *t;
+    return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
   }
   /// call_overhead_s + algorithm_steps · step_overhead_s of one call of `op` on `group`.
   [[nodiscard]] double overhead_seconds(comm::op_kind op, Factor group) const {
