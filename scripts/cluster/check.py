@@ -385,7 +385,7 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
-            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter] + \
+            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits] + \
         compute_args + \
         a.model_args
 
@@ -595,6 +595,9 @@ def main():
                     help="hand-overs the per-step overhead is paid for in AllGather and ReduceScatter: "
                          "ring = n - 1 (default); recursive = ceil(log2 n), the hand-overs of the recursive "
                          "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner.md)")
+    ap.add_argument("--waits", choices=["overlap", "add"], default="overlap",
+                    help="a collective's waits for peers and its transfer: overlap (the longer counts) or add "
+                         "(their sum: the model before 2026-12-03's reanalysis)")
     ap.add_argument("--diagnose", action="store_true",
                     help="also print the best any calibration of the model's overheads could do (fitted to the "
                          "checked plans themselves: a diagnosis of the model's form, not a prediction)")

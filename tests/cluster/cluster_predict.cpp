@@ -9,7 +9,7 @@
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
-//       [--sync-overhead 0] [--gather-scatter recursive|ring]
+//       [--sync-overhead 0] [--gather-scatter recursive|ring] [--waits overlap|add]
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
@@ -19,7 +19,8 @@
 // sits between two compute segments (Cluster::sync_overhead_s). A step is a hand-over of the
 // algorithm: --gather-scatter ring (the default) counts n − 1 for all_gather and reduce_scatter,
 // recursive ⌈log2 n⌉ (Cluster::gather_scatter). The waits and the transfer of a call overlap
-// (Cluster::collective_seconds: the longer of the two). Each line also lists every call
+// (Cluster::collective_seconds: the longer of the two; --waits add: their sum, the model before).
+// Each line also lists every call
 // ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
 // the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
 // at once, the others blocked; --contention-ranks ranks share the cores, default the world) prices
@@ -132,6 +133,11 @@ int run(int argc, char** argv) {
   check(gather_scatter == "recursive" || gather_scatter == "ring", "cli.value",
         "--gather-scatter must be recursive or ring, got '", gather_scatter, "'");
   cluster.gather_scatter = gather_scatter == "ring" ? GatherScatterAlgorithm::ring : GatherScatterAlgorithm::recursive;
+  // A call's waits for peers and its transfer: overlapped (the longer counts), or added (the model
+  // before 2026-12-03's reanalysis).
+  const std::string waits = a.text("waits", "overlap");
+  check(waits == "overlap" || waits == "add", "cli.value", "--waits must be overlap or add, got '", waits, "'");
+  cluster.waits_overlap_transfer = waits == "overlap";
   check(cluster.call_overhead_s >= 0 && cluster.step_overhead_s >= 0 && cluster.sync_overhead_s >= 0, "cli.value",
         "--call-overhead, --step-overhead and --sync-overhead must be >= 0 seconds");
   const double kappa = a.number("overlap-slowdown", 0.0);

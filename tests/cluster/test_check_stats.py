@@ -66,7 +66,7 @@ check.sh = fake_sh
 class Args:
     predict, global_batch, overlap_slowdown, overhead_unit, model_args = "predict", 32, 1.0, "step", []
     call_overhead = sync_overhead = None
-    gather_scatter, profile_kind = "ring", "back-to-back"
+    gather_scatter, profile_kind, waits = "ring", "back-to-back", "overlap"
 
 
 config = {"mesh": "2x4", "rate": "1gbit", "profile": "p.json",

@@ -79,6 +79,9 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   CHECK(c.collective_seconds(op_kind::all_gather, 4e6, {1, 1}) == 0.0);
   c.call_overhead_s = 0.0004;  // shorter than the 1 ms transfer: hidden
   CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.001));
+  c.waits_overlap_transfer = false;  // the model before: the sum
+  CHECK(c.collective_seconds(op_kind::all_gather, 4194304, {4, 1}) == doctest::Approx(0.0014));
+  c.waits_overlap_transfer = true;
   // Per ring step instead: 3 steps of a 4-rank AllGather (3 ms > 1 ms), 2·7 of an 8-rank AllReduce.
   c.call_overhead_s = 0;
   c.step_overhead_s = 0.001;

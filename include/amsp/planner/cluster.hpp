@@ -63,6 +63,9 @@ struct Cluster {
   /// step_overhead_s: rings (NCCL) by default; the emulated cluster pins recursive doubling /
   /// halving (docs/cluster.md).
   GatherScatterAlgorithm gather_scatter = GatherScatterAlgorithm::ring;
+  /// True: a call lasts the longer of its transfer and its waits for peers (collective_seconds);
+  /// false: their sum, the model before 2026-12-03's reanalysis (kept to reproduce it).
+  bool waits_overlap_transfer = true;
   /// Seconds every call *between two compute segments* waits on top of the above (the calls of
   /// the every-micro-batch window: parameter gathers and per-unit gradient reductions, which the
   /// engine issues between the compute of two units; comm_model.hpp's CommTerm::seconds). Such a
@@ -83,7 +86,8 @@ struct Cluster {
   /// docs/planner.md, "The waits for peers overlap the transfer".)
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
-    return std::max(transfer_seconds(op, bytes, group), overhead_seconds(op, group));
+    const double transfer = transfer_seconds(op, bytes, group), waits = overhead_seconds(op, group);
+    return waits_overlap_transfer ? std::max(transfer, waits) : transfer + waits;
   }
   /// The transfer alone: what a back-to-back profile measures, every rank already waiting.
   [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group) const {
