@@ -155,7 +155,7 @@ TEST_CASE("amsp-plan: every bad input exits 2 naming the option and the rule") {
 
 TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule") {
   std::vector<Row> rows = missing_values({"--backend", "--mesh", "--out", "--ops", "--groups", "--sizes", "--plans",
-                                          "--max-iterations"});
+                                          "--max-iterations", "--gap-us"});
   const std::vector<Row> table{
       {{"--frobnicate"}, {"unknown option '--frobnicate'"}},
       {{"--backend", "carrier-pigeon"}, {"--backend", "carrier-pigeon"}},
@@ -172,6 +172,8 @@ TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule"
       {{"--mesh", "2x1", "--plans", "ddp;zero3;p=4x1,g=4x1,os=4x1"}, {"--plans", "p=4x1"}},
       {{"--max-iterations", "1"}, {"--max-iterations"}},
       {{"--max-iterations", "many"}, {"--max-iterations", "many"}},
+      {{"--gap-us", "-1"}, {"--gap-us"}},
+      {{"--gap-us", "soon"}, {"--gap-us", "soon"}},
       {{"--mpi-check-calls", "maybe"}, {"--mpi-check-calls", "maybe"}},
   };
   rows.insert(rows.end(), table.begin(), table.end());
