@@ -438,7 +438,9 @@ def best_fit(rows, with_sync=True):
     steps (least squares of the relative error, neither negative): the best any calibration of the
     model's form could do on this measurement. Where it still misses a target, the form is wrong
     (a term is missing) or the measurement cannot separate the plans, not the calibration.
-    with_sync=False (--sync-overhead 0) fits the overhead per call or ring step alone."""
+    with_sync=False (--sync-overhead 0) fits the overhead per call or ring step alone. The step is
+    linearised between 0 and 1 ms of each overhead (--diagnose's slopes): exact where the waits add
+    to the transfers (--waits add), an approximation where the longer counts (the default)."""
     ys = [(r["measured"] - r["diagnose"][0]) / r["measured"] for r in rows]
     cols = [[r["diagnose"][k] / r["measured"] for r in rows] for k in (1, 2)]
 
