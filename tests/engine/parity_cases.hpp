@@ -16,6 +16,7 @@
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
 #include "parity_metrics.hpp"
+#include "../plan_sweep.hpp"
 
 TYPE_TO_STRING(amsp::HostSerial);
 TYPE_TO_STRING(amsp::HostAsync);
@@ -41,18 +42,16 @@ Params run_in(const amsp::Mesh& mesh, const amsp::Plan& plan, const Rule& rule, 
 template <class F>
 void for_each_space_case(F&& check) {
   for (const amsp::Mesh& mesh : {amsp::Mesh(2, 2), amsp::Mesh(4, 2)})
-    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-      for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-        if (!amsp::layout_supports(layout, plan)) continue;
-        CAPTURE(amsp::to_string(mesh));
-        CAPTURE(amsp::to_string(plan));
-        CAPTURE(amsp::name_of(layout));
-        JobConfig job;
-        job.steps = 4;
-        job.micro_batches = 3;
-        job.os_layout = layout;
-        check(mesh, plan, job);
-      }
+    amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+      CAPTURE(amsp::to_string(mesh));
+      CAPTURE(amsp::to_string(plan));
+      CAPTURE(amsp::name_of(layout));
+      JobConfig job;
+      job.steps = 4;
+      job.micro_batches = 3;
+      job.os_layout = layout;
+      check(mesh, plan, job);
+    });
 }
 
 template <class Space, class Rule>
@@ -63,18 +62,16 @@ void check_every_plan(const amsp::Mesh& mesh, const Rule& rule) {
       job.micro_batches = micro;
       job.max_grad_norm = clip;
       const Params ddp = run_in<Space>(mesh, amsp::preset("ddp", mesh), rule, job);
-      for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-        for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-          if (!amsp::layout_supports(layout, plan)) continue;  // needs s_g = s_p
-          CAPTURE(amsp::to_string(mesh));
-          CAPTURE(amsp::to_string(plan));
-          CAPTURE(amsp::name_of(layout));
-          CAPTURE(micro);
-          CAPTURE(clip);
-          job.os_layout = layout;
-          const Params got = run_in<Space>(mesh, plan, rule, job);
-          CHECK(max_relative_error(got, ddp) <= 1e-6);
-        }
+      amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+        CAPTURE(amsp::to_string(mesh));
+        CAPTURE(amsp::to_string(plan));
+        CAPTURE(amsp::name_of(layout));
+        CAPTURE(micro);
+        CAPTURE(clip);
+        job.os_layout = layout;
+        const Params got = run_in<Space>(mesh, plan, rule, job);
+        CHECK(max_relative_error(got, ddp) <= 1e-6);
+      });
     }
 }
 

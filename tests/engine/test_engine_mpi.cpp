@@ -23,6 +23,7 @@
 #include "engine_runner.hpp"
 #include "parity_metrics.hpp"
 #include "../mpi_checks.hpp"
+#include "../plan_sweep.hpp"
 
 namespace {
 
@@ -44,18 +45,16 @@ void parity(MpiCommunicator& comm, const amsp::Mesh& mesh, const Rule& rule) {
       job.micro_batches = micro;
       job.max_grad_norm = clip;
       const Params ddp = amsp::test::run_job(comm, mesh, amsp::preset("ddp", mesh), rule, job);
-      for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-        for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-          if (!amsp::layout_supports(layout, plan)) continue;
-          job.os_layout = layout;
-          const std::string what = std::string(Rule::name) + " " + amsp::to_string(plan) + " " +
-                                   std::string(amsp::name_of(layout)) + " M=" + std::to_string(micro) +
-                                   " clip=" + std::to_string(clip);
-          const Params got = amsp::test::run_job(comm, mesh, plan, rule, job);
-          expect(comm, max_relative_error(got, ddp) <= 1e-6, "parity with DDP: " + what);
-          if (micro == 3 && clip > 0)
-            expect(comm, bitwise_equal(got, amsp::test::run_job(comm, mesh, plan, rule, job)), "bitwise rerun: " + what);
-        }
+      amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+        job.os_layout = layout;
+        const std::string what = std::string(Rule::name) + " " + amsp::to_string(plan) + " " +
+                                 std::string(amsp::name_of(layout)) + " M=" + std::to_string(micro) +
+                                 " clip=" + std::to_string(clip);
+        const Params got = amsp::test::run_job(comm, mesh, plan, rule, job);
+        expect(comm, max_relative_error(got, ddp) <= 1e-6, "parity with DDP: " + what);
+        if (micro == 3 && clip > 0)
+          expect(comm, bitwise_equal(got, amsp::test::run_job(comm, mesh, plan, rule, job)), "bitwise rerun: " + what);
+      });
     }
 }
 
@@ -65,17 +64,15 @@ void async_matches_serial(MpiCommunicator& comm, const amsp::Mesh& mesh) {
   JobConfig job;
   job.micro_batches = 3;
   job.max_grad_norm = 0.05f;
-  for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-    for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-      if (!amsp::layout_supports(layout, plan)) continue;
-      job.os_layout = layout;
-      const Params serial = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostSerial>(
-          comm, mesh, plan, rule, job);
-      const Params async = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostAsync>(
-          comm, mesh, plan, rule, job);
-      expect(comm, bitwise_equal(async, serial),
-             "HostAsync equals HostSerial: " + amsp::to_string(plan) + " " + std::string(amsp::name_of(layout)));
-    }
+  amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+    job.os_layout = layout;
+    const Params serial = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostSerial>(
+        comm, mesh, plan, rule, job);
+    const Params async = amsp::test::run_job<MpiCommunicator, amsp::optim::AdamW, float, amsp::HostAsync>(
+        comm, mesh, plan, rule, job);
+    expect(comm, bitwise_equal(async, serial),
+           "HostAsync equals HostSerial: " + amsp::to_string(plan) + " " + std::string(amsp::name_of(layout)));
+  });
 }
 
 template <class Space>

@@ -16,6 +16,7 @@
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
 #include "parity_metrics.hpp"
+#include "../plan_sweep.hpp"
 
 namespace {
 
@@ -97,16 +98,14 @@ TEST_CASE("decay-masked AdamW and SGD with a cosine schedule match float64 on ev
   for (int micro : {1, 3}) {
     const auto want_adamw = adamw_reference(mesh.world_size(), masked_job(micro, amsp::OsLayout::even_split), 0.1);
     const auto want_sgd = sgd_reference(mesh.world_size(), masked_job(micro, amsp::OsLayout::even_split), 0.05);
-    for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-      for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-        if (!amsp::layout_supports(layout, plan)) continue;
-        CAPTURE(amsp::to_string(plan));
-        CAPTURE(amsp::name_of(layout));
-        CAPTURE(micro);
-        const JobConfig job = masked_job(micro, layout);
-        CHECK(amsp::test::max_relative_error(amsp::test::run_threads(mesh, plan, adamw, job), want_adamw) <= 1e-6);
-        CHECK(amsp::test::max_relative_error(amsp::test::run_threads(mesh, plan, sgd, job), want_sgd) <= 1e-6);
-      }
+    amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+      CAPTURE(amsp::to_string(plan));
+      CAPTURE(amsp::name_of(layout));
+      CAPTURE(micro);
+      const JobConfig job = masked_job(micro, layout);
+      CHECK(amsp::test::max_relative_error(amsp::test::run_threads(mesh, plan, adamw, job), want_adamw) <= 1e-6);
+      CHECK(amsp::test::max_relative_error(amsp::test::run_threads(mesh, plan, sgd, job), want_sgd) <= 1e-6);
+    });
   }
 }
 

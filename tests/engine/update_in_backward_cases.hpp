@@ -15,6 +15,7 @@
 #include "amsp/sharding.hpp"
 #include "engine_runner.hpp"
 #include "parity_metrics.hpp"
+#include "../plan_sweep.hpp"
 
 namespace update_in_backward_test {
 
@@ -45,24 +46,22 @@ Outcome run(const amsp::Mesh& mesh, const amsp::Plan& plan, const amsp::test::Jo
 template <class Space, class ParamT>
 void check_every_plan(int micro_batches) {
   const amsp::Mesh mesh(2, 2);
-  for (const amsp::Plan& plan : amsp::enumerate_plans(mesh))
-    for (amsp::OsLayout layout : {amsp::OsLayout::even_split, amsp::OsLayout::whole_tensor}) {
-      if (!amsp::layout_supports(layout, plan)) continue;
-      CAPTURE(amsp::to_string(plan));
-      CAPTURE(amsp::name_of(layout));
-      CAPTURE(micro_batches);
-      amsp::test::JobConfig job;
-      job.steps = 4;
-      job.micro_batches = micro_batches;
-      job.os_layout = layout;
-      job.skip_nonfinite = false;
-      job.lr_at = [](int step) { return 1e-2f / float(1 + step); };
-      const Outcome normal = run<Space, ParamT>(mesh, plan, job);
-      job.update_in_backward = true;
-      const Outcome in_backward = run<Space, ParamT>(mesh, plan, job);
-      CHECK(amsp::test::bitwise_equal(in_backward.params, normal.params));
-      CHECK(amsp::test::bitwise_equal(in_backward.os_shards, normal.os_shards));
-    }
+  amsp::test::for_each_plan_and_layout(mesh, [&](const amsp::Plan& plan, amsp::OsLayout layout) {
+    CAPTURE(amsp::to_string(plan));
+    CAPTURE(amsp::name_of(layout));
+    CAPTURE(micro_batches);
+    amsp::test::JobConfig job;
+    job.steps = 4;
+    job.micro_batches = micro_batches;
+    job.os_layout = layout;
+    job.skip_nonfinite = false;
+    job.lr_at = [](int step) { return 1e-2f / float(1 + step); };
+    const Outcome normal = run<Space, ParamT>(mesh, plan, job);
+    job.update_in_backward = true;
+    const Outcome in_backward = run<Space, ParamT>(mesh, plan, job);
+    CHECK(amsp::test::bitwise_equal(in_backward.params, normal.params));
+    CHECK(amsp::test::bitwise_equal(in_backward.os_shards, normal.os_shards));
+  });
 }
 
 }  // namespace update_in_backward_test
