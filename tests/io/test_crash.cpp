@@ -20,8 +20,8 @@
 #include "crash_states.hpp"
 #include "io_harness.hpp"
 
-#ifndef AMSP_IO_CRASH_SAVER
-#error "AMSP_IO_CRASH_SAVER must name the crash_saver program"
+#ifndef AMSP_IO_CHECKPOINT_WRITER
+#error "AMSP_IO_CHECKPOINT_WRITER must name the checkpoint_writer program"
 #endif
 
 namespace {
@@ -39,7 +39,8 @@ long long run_and_kill(const std::string& dir, long long first, std::chrono::mil
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
     const std::string k = std::to_string(first);
-    ::execl(AMSP_IO_CRASH_SAVER, AMSP_IO_CRASH_SAVER, dir.c_str(), k.c_str(), static_cast<char*>(nullptr));
+    ::execl(AMSP_IO_CHECKPOINT_WRITER, AMSP_IO_CHECKPOINT_WRITER, "loop", dir.c_str(), k.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(pipe_fds[1]);

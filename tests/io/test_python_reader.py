@@ -1,7 +1,7 @@
 """Someone else's reader: Python's `safetensors` and `numpy` (from PyPI) read amsp's shard files and
 the amsp-ckpt export, and get the values amsp wrote.
 
-usage: test_python_reader.py WRITE_SAMPLE AMSP_CKPT WORKDIR
+usage: test_python_reader.py CHECKPOINT_WRITER AMSP_CKPT WORKDIR (tests/io/checkpoint_writer.cpp)
 Exit 77 (skipped) only when the packages cannot be imported or installed.
 """
 import importlib
@@ -34,14 +34,14 @@ def bf16_round(values, np):
 
 
 def main():
-    write_sample, amsp_ckpt, workdir = sys.argv[1:4]
+    checkpoint_writer, amsp_ckpt, workdir = sys.argv[1:4]
     os.makedirs(workdir, exist_ok=True)
     import_or_install(workdir)
     import numpy as np
     from safetensors import safe_open
     from safetensors.numpy import load_file
 
-    subprocess.run([write_sample, workdir], check=True)
+    subprocess.run([checkpoint_writer, "sample", workdir], check=True)
     ckpt = os.path.join(workdir, "ckpt")
     index = json.load(open(os.path.join(ckpt, "index.json")))
     rows = len(index["rows"])
