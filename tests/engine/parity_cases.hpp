@@ -54,11 +54,12 @@ void for_each_space_case(F&& check) {
     });
 }
 
-/// The (micro-batches, clip) jobs of the every-plan sweep: all four pairs. Under AddressSanitizer
+/// The (micro-batches, clip) jobs of the every-plan sweep: all four pairs. Under the sanitizers
 /// (AMSP_TEST_SWEEP_EACH_VALUE_ONCE, tests/engine/CMakeLists.txt) two, which still give each plan
 /// each value of each knob (one micro-batch, first and last at once, without clipping; three,
-/// with the norm and the clip): the memory every plan touches. The other two pairs' numbers are
-/// checked in the Release and TSan builds (docs/testing.md).
+/// with the norm and the clip): the memory every plan touches and the events its schedule waits
+/// for (the norm is taken with or without clipping: skip_nonfinite). The other two pairs' numbers
+/// are checked in the Release build (docs/testing.md).
 struct SweepJob {
   int micro;
   float clip;
