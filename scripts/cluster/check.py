@@ -11,12 +11,14 @@ best, and the bytes the node links carried vs what the engine expects. Run it th
 scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predicts a saved run.
 """
 import argparse
+import atexit
 import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -291,7 +293,11 @@ def run_config(a, mesh, rate):
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
     sh([CLUSTER, "down"], 60)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
-            "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs}
+            "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
+            # The profiles themselves: the paths above are overwritten by the next run in the same
+            # directory, and a saved run must reanalyse anywhere (embedded_profile).
+            "profile_data": json.load(open(prof_path)),
+            **({"profile_gap_data": json.load(open(gap_path))} if a.profile_gap_us else {})}
 
 
 def analyze(a, config):
@@ -425,8 +431,21 @@ def profile_path(a, config):
                   "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
                   file=sys.stderr)
             sys.exit(2)
-        return config["profile_gap"]
-    return config["profile"]
+        return embedded_profile(config, "profile_gap")
+    return embedded_profile(config, "profile")
+
+
+def embedded_profile(config, key):
+    """The path of the run's profile `key`: the profile the run embedded (written once to a
+    temporary file), else the path it was measured at (runs saved before embedding)."""
+    if key + "_data" not in config:
+        return config[key]
+    if key + "_file" not in config:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="amsp-profile-", delete=False) as out:
+            json.dump(config[key + "_data"], out)
+        atexit.register(os.unlink, out.name)
+        config[key + "_file"] = out.name
+    return config[key + "_file"]
 
 
 def gap_summary(a, config):
