@@ -90,12 +90,11 @@ def calibrate(a, mesh, launcher):
         # of this ddp was 1.5x the others in the validation of 2026-12-03 17:20, 32.5 against
         # 17.6-21.2 ms per sequence, and set a whole case's compute). The 2x point (only the
         # --compute line mode reads it): one run.
-        runs = [train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
-                for _ in range(CALIBRATION_REPEATS if batch == a.global_batch else 1)]
-        computes = [median_compute(steps, final) for steps, final in runs]
-        middle = computes.index(statistics.median_low(computes))
-        steps, final = runs[middle]
-        points.append((batch // (ranks * nodes), computes[middle]))
+        compute, (steps, final) = median_run(
+            [(median_compute(*run), run)
+             for run in (train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
+                         for _ in range(CALIBRATION_REPEATS if batch == a.global_batch else 1))])
+        points.append((batch // (ranks * nodes), compute))
         if batch == a.global_batch:
             full = (points[-1], final)
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
@@ -111,6 +110,12 @@ def calibrate(a, mesh, launcher):
     return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full),
             "call_plan": CALL_PLAN, "call_plan_step": plan_step(CALL_PLAN),
             "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": plan_step(SYNC_PLAN[mesh])}
+
+
+def median_run(runs):
+    """The (value, payload) pair of `runs` whose value is the median (the lower middle of an even
+    count): the calibration keeps one real run, not a mean of several."""
+    return sorted(runs, key=lambda r: r[0])[(len(runs) - 1) // 2]
 
 
 def contention_points(a, mesh, launcher, full, full_final):
@@ -134,8 +139,9 @@ def contention_points(a, mesh, launcher, full, full_final):
             for _ in range(CALIBRATION_REPEATS):
                 steps, final = train(a, mesh, "ddp", 8,
                                      ["--backend", "mpi", "--no-overlap", "--compute-turns", str(turns)], launcher)
-                runs.append([measured_computing([{"final": final}], n), median_compute(steps, final) / samples])
-            out.append(sorted(runs, key=lambda r: r[1])[(len(runs) - 1) // 2])
+                runs.append((median_compute(steps, final) / samples, measured_computing([{"final": final}], n)))
+            seconds, k = median_run(runs)
+            out.append([k, seconds])
         turns *= 2
     return out
 
@@ -202,7 +208,7 @@ def call_sizes(a, mesh, plans):
     """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
     of more than one rank), so that the profile times them instead of interpolating between its
     sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
-    in log-log (docs/planner.md, "Hand-overs of the pinned algorithms")."""
+    in log-log (docs/planner.md, "The waits for peers overlap the transfer")."""
     out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
               "--global-batch", str(a.global_batch)] + a.model_args, 60)
     return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]

@@ -148,6 +148,13 @@ expect("best fit step", step_s, STEP, 1e-12)
 expect("best fit sync", sync_s, SYNC, 1e-12)
 expect("best fit error", summary["median_abs_error"], 0.0, 1e-12)
 
+# The calibration keeps the run whose compute is the median (by hand: 3 of 1, 3, 7; the lower
+# middle of an even count), with its own payload.
+expect("median run of three", check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[0], 3.0)
+if check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[1] != "b":
+    failures.append("median run of three: the payload of another run")
+expect("median run of four", check.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.0, 0)])[0], 4.0)
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
