@@ -126,7 +126,7 @@ def contention_points(a, mesh, launcher, full, full_final):
     in its own run with the estimator the model uses (measured_computing: from every rank's waits;
     at most 1 + (n − 1)/T), not by n/T: ranks staggered by the scheduler wait even with T = 1, and the
     model's k counts them the same way. Returns [[k, seconds per sequence], ...] for T = 1, 2, 4, ..., n
-    (the planner's CpuContention, docs/planner.md)."""
+    (the planner's CpuContention, docs/planner-check.md)."""
     ranks, nodes = map(int, mesh.split("x"))
     n = ranks * nodes
     samples, seconds = full
@@ -208,7 +208,7 @@ def call_sizes(a, mesh, plans):
     """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
     of more than one rank), so that the profile times them instead of interpolating between its
     sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
-    in log-log (docs/planner.md, "The waits for peers overlap the transfer")."""
+    in log-log (docs/planner-check.md, "The waits for peers overlap the transfer")."""
     out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
               "--global-batch", str(a.global_batch)] + a.model_args, 60)
     return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]
@@ -421,7 +421,7 @@ def profile_kind(a, config):
     measured one, else back to back. Why gapped: a call in training follows a compute segment
     (links drained, token buckets refilled, sockets idle), which a back-to-back profile never
     times; the rule "if it predicts better, the check prices with it" was written before the first
-    run that had both (docs/planner.md); the first such run (2026-12-03 17:59) had the lower median
+    run that had both (docs/planner-check.md); the first such run (2026-12-03 17:59) had the lower median
     error with it in 7 of 8 cases."""
     if a.profile_kind == "auto":
         return "gap" if "profile_gap" in config else "back-to-back"
@@ -676,7 +676,7 @@ def main():
     ap.add_argument("--gather-scatter", choices=["recursive", "ring"], default="ring",
                     help="hand-overs the per-step overhead is paid for in AllGather and ReduceScatter: "
                          "ring = n - 1 (default); recursive = ceil(log2 n), the hand-overs of the recursive "
-                         "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner.md)")
+                         "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner-check.md)")
     ap.add_argument("--waits", choices=["overlap", "add"], default="overlap",
                     help="a collective's waits for peers and its transfer: overlap (the longer counts) or add "
                          "(their sum: the model before 2026-12-03's reanalysis)")
