@@ -4,6 +4,7 @@
 // installs the threads backend's device data mover in this program.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <span>
@@ -153,11 +154,43 @@ __device__ unsigned long long global_nanoseconds() {
   return t;
 }
 
-/// Holds the stream until *flag != 0, or at most timeout_ns (a failing check must not hang a GPU).
-__global__ void hold_until_released(const volatile unsigned* flag, unsigned long long timeout_ns) {
+/// Spins until *flag != 0, or at most timeout_ns (a failing check must not hang a GPU).
+__device__ void spin_until_released(const volatile unsigned* flag, unsigned long long timeout_ns) {
   const unsigned long long start = global_nanoseconds();
   while (*flag == 0u && global_nanoseconds() - start < timeout_ns) __nanosleep(10000);
 }
+
+/// Holds the stream until released.
+__global__ void hold_until_released(const volatile unsigned* flag, unsigned long long timeout_ns) {
+  spin_until_released(flag, timeout_ns);
+}
+
+/// Holds the stream until released, then *out = value (what a collective issued meanwhile must read).
+__global__ void hold_then_write(const volatile unsigned* flag, unsigned long long timeout_ns, float* out, float value) {
+  spin_until_released(flag, timeout_ns);
+  *out = value;
+}
+
+/// A flag in host-mapped memory: the host sets it, a kernel reads it through device_view.
+class MappedFlag {
+public:
+  MappedFlag() {
+    void* mapped = nullptr;
+    cuda_ok(cudaHostAlloc(&mapped, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+    host_ = static_cast<volatile unsigned*>(mapped);
+    *host_ = 0;
+    cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), mapped, 0), "cudaHostGetDevicePointer");
+  }
+  MappedFlag(const MappedFlag&) = delete;
+  MappedFlag& operator=(const MappedFlag&) = delete;
+  ~MappedFlag() { (void)cudaFreeHost(const_cast<unsigned*>(host_)); }
+  void release() { *host_ = 1u; }
+  [[nodiscard]] const unsigned* device_view() const { return device_; }
+
+private:
+  volatile unsigned* host_ = nullptr;
+  unsigned* device_ = nullptr;
+};
 
 template <class Engine>
 void one_step(Engine& opt) {
@@ -177,12 +210,7 @@ void one_step(Engine& opt) {
 NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string& plan_name, double hold_seconds) {
   const Plan plan = parse_plan(plan_name, mesh);
   const int world = mesh.world_size();
-  void* mapped = nullptr;
-  cuda_ok(cudaHostAlloc(&mapped, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
-  auto* flag = static_cast<volatile unsigned*>(mapped);
-  *flag = 0;
-  unsigned* flag_on_device = nullptr;
-  cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_on_device), mapped, 0), "cudaHostGetDevicePointer");
+  MappedFlag flag;
 
   NoHostSyncReport report;
   report.hold_seconds = hold_seconds;
@@ -200,7 +228,7 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
       opt.synchronize();
       cuda_ok(cudaStreamSynchronize(user), "cudaStreamSynchronize");
 
-      hold_until_released<<<1, 1, 0, user>>>(flag_on_device, static_cast<unsigned long long>(hold_seconds * 1e9));
+      hold_until_released<<<1, 1, 0, user>>>(flag.device_view(), static_cast<unsigned long long>(hold_seconds * 1e9));
       cuda_ok(cudaGetLastError(), "the launch of the hold kernel");
       const auto start = std::chrono::steady_clock::now();
       one_step(opt);
@@ -214,7 +242,7 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
       ++issued;
       if (comm.rank() == 0) {
         while (issued.load() < world) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        *flag = 1u;
+        flag.release();
       }
       cuda_ok(cudaStreamSynchronize(user), "cudaStreamSynchronize");
       const StepResult last = opt.last_step_result();
@@ -222,10 +250,34 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
     }
     cuda_ok(cudaStreamDestroy(user), "cudaStreamDestroy");
   });
-  cuda_ok(cudaFreeHost(mapped), "cudaFreeHost");
   for (const double s : seconds) report.slowest_issue_seconds = std::max(report.slowest_issue_seconds, s);
   report.user_stream_still_held = all_held.load();
   return report;
 }
+
+#if defined(AMSP_HAS_NCCL)
+NcclOrderReport nccl_after_held_comm_stream(double hold_seconds) {
+  comm::NcclCommunicator nccl = comm::NcclCommunicator::from_unique_id(comm::new_unique_id(), 0, 1);
+  CudaAsync space;
+  MappedFlag flag;
+  cuda_buffer<float> send(1), received(1);  // zeroed on the legacy stream, which the space's and NCCL's
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // non-blocking streams do not wait for
+  NcclOrderReport report;
+  report.hold_seconds = hold_seconds;
+  hold_then_write<<<1, 1, 0, space.comm_stream()>>>(flag.device_view(),
+                                                    static_cast<unsigned long long>(hold_seconds * 1e9), send.data(), 42.0f);
+  cuda_ok(cudaGetLastError(), "the launch of the hold kernel");
+  const auto start = std::chrono::steady_clock::now();
+  space.before_collective(nccl);
+  report.before_collective_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  comm::Handle reduced = nccl.all_reduce_async(send.data(), received.data(), 1);
+  report.comm_stream_still_held = cudaStreamQuery(space.comm_stream()) == cudaErrorNotReady;
+  flag.release();
+  reduced.wait();
+  cuda_ok(cudaStreamSynchronize(space.comm_stream()), "cudaStreamSynchronize");
+  received.copy_to_host(&report.received, 1);
+  return report;
+}
+#endif
 
 }  // namespace amsp::test

@@ -60,6 +60,18 @@ InBackwardCounts cuda_in_backward_counts();
 /// and amsp::CudaAsync; built where NCCL is (AMSP_HAS_NCCL).
 Params run_nccl_one_rank_cuda(const JobConfig& job);
 
+/// What CudaAsync::before_collective does with an NCCL communicator (one rank): a kernel holds the
+/// space's communication stream (spinning on a host-mapped flag, at most `hold_seconds`) and
+/// writes 42 into a device buffer when released; before_collective(nccl) and a one-rank
+/// all_reduce_async of that buffer are issued while it holds; then the flag is released.
+struct NcclOrderReport {
+  double before_collective_seconds = 0;  ///< how long before_collective took on the host
+  bool comm_stream_still_held = false;   ///< the hold kernel still ran after the collective was issued
+  float received = 0;                    ///< the all_reduce's result: 42 when it ran after the kernel
+  double hold_seconds = 0;
+};
+NcclOrderReport nccl_after_held_comm_stream(double hold_seconds);
+
 /// Memory spaces on a one-rank CudaAsync engine: the rules of the errors for host tensors handed
 /// to reduce_gradients(b, tensors) and gather_into(b, tensors), and whether device values set by
 /// set_tensor come back bit for bit through gather_into into device tensors.

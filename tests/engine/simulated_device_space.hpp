@@ -43,7 +43,8 @@ public:
   }
   void comm_after_user() {}   // the user's writes happen before the submission of later tasks
   void user_after_comm() {}   // a slot is released by the task that read it, after reading it
-  void before_collective() {}
+  template <class Comm>
+  void before_collective(Comm&) {}
 
 private:
   friend class FifoStreamOperations<SimulatedDevice>;

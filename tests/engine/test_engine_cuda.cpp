@@ -59,6 +59,16 @@ TEST_CASE("the NCCL communicator with one rank gives the host engine's bits") {
 }
 #endif
 
+#if defined(AMSP_HAS_NCCL)
+TEST_CASE("the CUDA space orders an NCCL collective after its stream by an event, without waiting for it") {
+  require_gpu();
+  const amsp::test::NcclOrderReport r = amsp::test::nccl_after_held_comm_stream(10.0);
+  CHECK(r.before_collective_seconds < r.hold_seconds / 4);  // no synchronisation of the held stream
+  CHECK(r.comm_stream_still_held);                          // ...the collective was issued while it held
+  CHECK(r.received == 42.0f);                               // ...and still ran after the kernel's write
+}
+#endif
+
 TEST_CASE("a CUDA engine takes device tensors and rejects host tensors where it reads them on the device") {
   require_gpu();
   const amsp::test::MemorySpaceReport r = amsp::test::cuda_engine_memory_spaces();

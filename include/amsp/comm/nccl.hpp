@@ -25,6 +25,9 @@
 //   world and throws (comm.nccl_async_error, comm.timeout; afterwards comm.aborted). See
 //   amsp/comm/detail/nccl_world.hpp and docs/reliability.md.
 // - Use one communicator (and those split from it) from one thread at a time, as NCCL requires.
+// - order_after_stream(s): later operations wait, on the communicator's stream, for what was
+//   enqueued on stream s so far (an event; the host does not wait). An engine's CUDA space calls
+//   it before each collective instead of synchronising its stream (docs/engine.md).
 // - Mismatched counts across ranks cannot be detected cheaply here (NCCL would hang or corrupt;
 //   with a timeout, the watchdog ends the hang): validate a new schedule on the MPI or threads
 //   backend, or turn on the collective consistency check.
@@ -184,6 +187,19 @@ public:
   [[nodiscard]] bool owns_stream() const noexcept { return comm_->stream_ref().owned != nullptr; }
   /// True once an error or the watchdog aborted this communicator's world: it is dead.
   [[nodiscard]] bool aborted() const noexcept { return comm_->aborted(); }
+
+  /// Operations issued after this call run after the work enqueued on `producer` so far: an event
+  /// recorded there and waited by this communicator's stream (cudaStreamWaitEvent), so the caller
+  /// does not wait. `producer` is a stream of the communicator's device.
+  void order_after_stream(cudaStream_t producer) {
+    const detail::CurrentDevice device(comm_->device());
+    if (!order_event_.owned()) order_event_ = detail::new_cuda_event();
+    // The wait captures the event's state now, so one event serves every call (one thread at a time).
+    amsp::detail::check_cuda(cudaEventRecord(order_event_.get(), producer), "comm.cuda",
+                             "cudaEventRecord on the stream to order after");
+    amsp::detail::check_cuda(cudaStreamWaitEvent(stream(), order_event_.get(), 0), "comm.cuda",
+                             "cudaStreamWaitEvent of the communicator's stream");
+  }
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {
@@ -365,6 +381,7 @@ private:
 
   std::shared_ptr<detail::NcclComm> comm_;  // shared with the handles of operations on it
   detail::UniqueHandle<cudaEvent_t, detail::CudaEventDestroy> sync_event_;
+  detail::UniqueHandle<cudaEvent_t, detail::CudaEventDestroy> order_event_;  // order_after_stream's, made on first use
   detail::UniqueHandle<float*, detail::CudaFree> scratch_;
   int rank_ = 0;
   int size_ = 1;

@@ -15,8 +15,10 @@
 // worker thread (the FIFO of HostAsync). The schedule's tasks run on the worker, which enqueues
 // the device operations (amsp/engine/device_ops.cuh) on the communication stream and issues the
 // collectives; a task's event completes once its device work has (the worker synchronises the
-// communication stream at the end of each task, and before each collective, which the threads
-// backend over device memory needs: "the caller's writes are complete when it calls"). The
+// communication stream at the end of each task). Before each collective the collective is ordered
+// after the stream's work so far: by an event when its communicator can order its own stream
+// after another (order_after_stream: NCCL), else by synchronising the stream, which the threads
+// backend over device memory needs ("the caller's writes are complete when it calls"). The
 // caller's thread never waits inside a step:
 //   - the stream after the user (gradients handed in, buffers released, step): a CUDA event is
 //     recorded on the user's stream by the caller and waited (cudaStreamWaitEvent) by the worker
@@ -267,8 +269,16 @@ public:
     detail::cuda_call(waited, "ordering the user's stream after the communication stream");
   }
 
-  /// On the worker, before each collective: its inputs are complete in device memory.
-  void before_collective() { detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize"); }
+  /// On the worker, right before each collective on `comm`: the collective reads what the work
+  /// enqueued on the communication stream so far wrote. A communicator that runs its collectives
+  /// on a stream of its own and can order that stream after another (order_after_stream: NCCL)
+  /// waits for an event there, and the worker does not wait; any other (the threads backend over
+  /// device memory reads the buffers on the calling thread) gets the stream synchronised.
+  template <class Comm>
+  void before_collective(Comm& comm) {
+    if constexpr (requires { comm.order_after_stream(comm_); }) comm.order_after_stream(comm_);
+    else detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize");
+  }
 
   [[nodiscard]] cudaStream_t comm_stream() const noexcept { return comm_; }
   [[nodiscard]] cudaStream_t user_stream() const noexcept { return user_; }

@@ -12,8 +12,9 @@
 //   s.user_after(ticket)        the user's later compute waits for that task, the host does not
 //   s.comm_after_user()         the stream's later work waits for the user's compute so far
 //   s.user_after_comm()         the user's later compute waits for the stream's work so far
-//   s.before_collective()       on the stream, right before a collective is issued (the threads
-//                               backend over device memory needs the inputs complete)
+//   s.before_collective(comm)   on the stream, right before a collective is issued on `comm`
+//                               (its inputs are the stream's work so far: the threads backend over
+//                               device memory needs them complete, NCCL an event wait)
 //
 // and the engine calls these hooks, which do what the host needs on a host space: user_after
 // waits the event on the host (the caller is the user's compute), the others do nothing.
@@ -74,9 +75,9 @@ void user_after_comm(Space& space) {
   if constexpr (device_space<Space>) space.user_after_comm();
 }
 
-template <class Space>
-void before_collective(Space& space) {
-  if constexpr (device_space<Space>) space.before_collective();
+template <class Space, class Comm>
+void before_collective(Space& space, Comm& comm) {
+  if constexpr (device_space<Space>) space.before_collective(comm);
 }
 
 }  // namespace detail

@@ -29,7 +29,7 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 template <class T>
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::agree(Comm& on, std::string_view group, comm::op_kind kind,
     std::size_t count, std::string_view label, const IssueContext& at, int root) -> void {
-  detail::before_collective(space_);  // every collective of the schedule is issued right after this
+  detail::before_collective(space_, on);  // every collective of the schedule is issued right after this
   if (!check_collectives_) return;
   // Gathers may be issued ahead (prefetch), so they carry the step only; reductions also carry
   // the micro-batch and whether it is the last, so that a rank stepping early is caught at once.
