@@ -246,11 +246,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   std::free(event);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.stream_event_calls.push_back({.waits = false, .stream = stream, .event = event});
   event_polls = 0;
   const Comm* last = the_control.comms.empty() ? nullptr : the_control.comms.back().get();
   if (last != nullptr && last->device != the_control.current_device) ++the_control.calls_on_wrong_device;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.stream_event_calls.push_back({.waits = true, .stream = stream, .event = event});
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t) {

@@ -6,6 +6,7 @@
 // the real libraries. It models NCCL's documented behaviour, not its data movement: collectives
 // move nothing.
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <memory>
@@ -32,6 +33,13 @@ struct Comm {
   unsigned char id[NCCL_UNIQUE_ID_BYTES] = {};
 };
 
+/// cudaEventRecord(event, stream) (waits = false) or cudaStreamWaitEvent(stream, event) (true).
+struct StreamEventCall {
+  bool waits = false;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+};
+
 /// What the fake does; reset() between test cases.
 struct Control {
   int ready_after_polls = 0;             // nonblocking creation, split, enqueue, finalize: ncclInProgress this long
@@ -51,6 +59,7 @@ struct Control {
   int streams_created = 0;
   int streams_destroyed = 0;
   int events_alive = 0;
+  std::vector<StreamEventCall> stream_event_calls;  // in call order
   std::vector<std::unique_ptr<Comm>> comms;
 };
 

@@ -7,8 +7,10 @@
 // comm.nccl_async_error at once, without a limit, also from Handle::test); either aborts every
 // communicator of the world exactly once, nothing is called on a released communicator, and every
 // later use is comm.aborted; a direct error return leaves the communicator usable (comm.nccl);
-// world() over a threads communicator hands every rank the same unique id. What it cannot prove:
-// that the real NCCL behaves as modelled (test_comm_nccl_bootstrap does that on a GPU).
+// world() over a threads communicator hands every rank the same unique id; order_after_stream
+// (also through the traffic counter) is an event on the producer that the communicator's stream
+// waits for. What it cannot prove: that the real NCCL behaves as modelled
+// (test_comm_nccl_bootstrap does that on a GPU).
 #include <doctest/doctest.h>
 #include <nccl.h>
 
@@ -21,11 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "amsp/comm/counting.hpp"
 #include "amsp/comm/nccl.hpp"
 #include "amsp/comm/threads.hpp"
 #include "amsp/sharding/groups.hpp"
 #include "collective_checks.hpp"
 #include "fake_nccl_runtime.hpp"
+#include "stream_ordering.hpp"
 
 namespace {
 using namespace amsp;
@@ -211,6 +215,35 @@ TEST_CASE("fake nccl: every call runs on the communicator's device and the calle
   CHECK(fake::control().enqueues == 4);
   CHECK(fake::control().calls_on_wrong_device == 0);
   CHECK(fake::control().current_device == 0);
+}
+
+TEST_CASE("fake nccl: order_after_stream records an event on the producer that the communicator's stream waits "
+          "for, bare or counted") {
+  fake::reset();
+  static int producer_storage;  // a fake stream handle, as fake::user_stream's
+  const auto producer = reinterpret_cast<cudaStream_t>(&producer_storage);
+  const cudaStream_t stream = fake::user_stream();
+  // One event on the producer, then the communicator's stream waits for that same event.
+  const auto ordered_once = [&] {
+    const auto& calls = fake::control().stream_event_calls;
+    return calls.size() == 2 && !calls[0].waits && calls[0].stream == producer && calls[1].waits &&
+           calls[1].stream == stream && calls[1].event == calls[0].event && calls[0].event != nullptr;
+  };
+  NcclCommunicator bare = NcclCommunicator::adopt(fake::user_comm(0, 1), stream);
+  const int events_before = fake::control().events_alive;
+  CHECK(test::ordered_by_event(bare, producer));
+  CHECK(ordered_once());
+  CHECK(fake::control().events_alive == events_before + 1);  // the ordering event, made on first use
+  fake::control().stream_event_calls.clear();
+  // The traffic counter forwards it, so the CUDA space orders a counted NCCL collective by an
+  // event too instead of synchronising its stream.
+  comm::CountingCommunicator counted(NcclCommunicator::adopt(fake::user_comm(0, 1), stream),
+                                     std::make_shared<comm::TrafficCounter>(Mesh(1, 1)));
+  const int events_of_counted = fake::control().events_alive;
+  CHECK(test::ordered_by_event(counted, producer));
+  CHECK(ordered_once());
+  CHECK(counted.counter()->calls() == 0);
+  CHECK(fake::control().events_alive == events_of_counted + 1);
 }
 
 TEST_CASE("fake nccl: a direct error return is comm.nccl and leaves the communicator usable") {

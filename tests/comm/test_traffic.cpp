@@ -6,14 +6,40 @@
 #include "amsp/sharding/groups.hpp"
 #include "collective_checks.hpp"
 #include "report.hpp"
+#include "stream_ordering.hpp"
 #include "threads_harness.hpp"
+
+#include <mutex>
+#include <string>
+#include <vector>
 
 using namespace amsp;
 using comm::ByteVolume;
 using comm::Locality;
 using comm::op_kind;
+using test::ordered_by_event;
 using Counting = comm::CountingCommunicator<comm::ThreadsCommunicator>;
 static_assert(comm::communicator<Counting>);
+
+namespace {
+// A stand-in for cudaStream_t: the wrapper forwards whatever stream type the backend takes.
+struct FakeStream {
+  int id = 0;
+};
+
+// The threads backend plus the optional member NCCL has; it records the streams it is ordered after.
+class StreamOrderedThreads : public comm::ThreadsCommunicator {
+public:
+  explicit StreamOrderedThreads(comm::ThreadsCommunicator inner) : ThreadsCommunicator(std::move(inner)) {}
+  [[nodiscard]] StreamOrderedThreads split(const GroupSet& groups) {
+    return StreamOrderedThreads(ThreadsCommunicator::split(groups));
+  }
+  void order_after_stream(FakeStream producer) { ordered_after.push_back(producer.id); }
+  std::vector<int> ordered_after;
+};
+using CountingOrdered = comm::CountingCommunicator<StreamOrderedThreads>;
+static_assert(comm::communicator<CountingOrdered>);
+}  // namespace
 
 TEST_CASE("bytes_sent_per_rank: nccl-tests ring volumes, exact") {
   CHECK(comm::bytes_sent_per_rank(op_kind::all_gather, 1024, 4) == ByteVolume(768));
@@ -112,4 +138,31 @@ TEST_CASE("CountingCommunicator: results are the wrapped backend's, and the mesh
     if (inner.rank() == 0 || r.empty()) rule = r;  // both ranks fail the same way
   });
   CHECK(rule == "mesh.world_size");
+}
+
+TEST_CASE("CountingCommunicator: order_after_stream reaches the wrapped communicator where it has one") {
+  const Mesh mesh(2, 1);
+  auto counter = std::make_shared<comm::TrafficCounter>(mesh);
+  std::vector<std::string> failures;
+  std::mutex mutex;
+  comm::run_on_threads(2, [&](comm::ThreadsCommunicator& inner) {
+    std::vector<std::string> mine;
+    CountingOrdered world(StreamOrderedThreads(std::move(inner)), counter);
+    if (!ordered_by_event(world, FakeStream{10 + world.rank()})) mine.emplace_back("world: not ordered by event");
+    if (world.inner().ordered_after != std::vector<int>{10 + world.rank()}) mine.emplace_back("world: stream not forwarded");
+    CountingOrdered single = world.split(factor_groups(mesh, Factor{1, 1}));
+    if (!ordered_by_event(single, FakeStream{20}) || !ordered_by_event(single, FakeStream{21}))
+      mine.emplace_back("split: not ordered by event");
+    if (single.inner().ordered_after != std::vector<int>{20, 21}) mine.emplace_back("split: streams not forwarded");
+    const std::lock_guard lock(mutex);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  test::require_none(failures);
+  CHECK(counter->calls() == 0);  // ordering moves no data
+
+  // Wrapping a communicator without the member adds none: the CUDA space synchronises instead.
+  comm::run_on_threads(1, [&](comm::ThreadsCommunicator& inner) {
+    Counting plain(std::move(inner), std::make_shared<comm::TrafficCounter>(Mesh(1, 1)));
+    CHECK_FALSE(ordered_by_event(plain, FakeStream{30}));
+  });
 }

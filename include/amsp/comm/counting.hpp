@@ -2,7 +2,8 @@
 // CountingCommunicator<C>: any Communicator, plus a record of the traffic it causes (see
 // amsp/comm/traffic_counter.hpp). It forwards every call unchanged and records, on the calling
 // rank, the collective's full buffer S and the ring-convention bytes this rank sends: blocking
-// calls once they returned, asynchronous ones when issued.
+// calls once they returned, asynchronous ones when issued. Optional members of the wrapped
+// communicator (concurrent_calls_allowed, order_after_stream) are forwarded where it has them.
 //
 //   auto counter = std::make_shared<amsp::comm::TrafficCounter>(mesh);
 //   amsp::comm::CountingCommunicator world(std::move(inner), counter);
@@ -97,6 +98,14 @@ public:
 
   void barrier() { inner_.barrier(); }
   [[nodiscard]] bool concurrent_calls_allowed() const { return comm::concurrent_calls_allowed(inner_); }
+  /// Forwarded where the wrapped communicator has it (NCCL: its stream waits for an event on
+  /// `producer`), so that an engine's CUDA space orders a counted collective by an event as it
+  /// does the bare one instead of synchronising its stream. Moves no data: nothing to count.
+  template <class Stream>
+    requires requires(C& c, Stream producer) { c.order_after_stream(producer); }
+  void order_after_stream(Stream producer) {
+    inner_.order_after_stream(producer);
+  }
 
   /// Splits the wrapped communicator; the result shares the counter and maps its members (ranks
   /// of this communicator in `groups`) to world ranks.

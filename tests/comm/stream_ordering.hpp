@@ -1,0 +1,21 @@
+#pragma once
+// The CUDA space's choice before each collective (amsp::CudaAsync::before_collective, in
+// amsp/engine/cuda_space.cuh, which a host test cannot include): the communicator's
+// order_after_stream where it has one, else a synchronisation of the stream. Tests call this to
+// see which of the two a communicator type gets, with a real cudaStream_t or a stand-in.
+
+namespace amsp::test {
+
+/// Orders `comm` after `producer` as the CUDA space would and returns true, or returns false
+/// where the space would synchronise its stream instead.
+template <class Comm, class Stream>
+bool ordered_by_event(Comm& comm, Stream producer) {
+  if constexpr (requires { comm.order_after_stream(producer); }) {
+    comm.order_after_stream(producer);
+    return true;
+  } else {
+    return false;
+  }
+}
+
+}  // namespace amsp::test
