@@ -73,6 +73,15 @@ template <class C>
   else return true;
 }
 
+/// Whether `C` can order its own collectives after the work enqueued on `Stream` so far without
+/// the caller waiting (a member `order_after_stream(Stream)`: NCCL records an event on the stream
+/// and makes its own stream wait for it). A device execution space uses it before each
+/// collective and synchronises the stream for a communicator without it (the threads backend
+/// over device memory reads the buffers on the calling thread). The one definition of that
+/// choice: amsp::CudaAsync, CountingCommunicator's forwarding and the tests use it.
+template <class C, class Stream>
+concept orders_after_stream = requires(C& c, Stream producer) { c.order_after_stream(producer); };
+
 namespace detail {
 /// Number of ranks in a group set (it partitions the communicator that is split).
 [[nodiscard]] inline int ranks_in(const GroupSet& groups) {

@@ -102,7 +102,7 @@ public:
   /// `producer`), so that an engine's CUDA space orders a counted collective by an event as it
   /// does the bare one instead of synchronising its stream. Moves no data: nothing to count.
   template <class Stream>
-    requires requires(C& c, Stream producer) { c.order_after_stream(producer); }
+    requires orders_after_stream<C, Stream>
   void order_after_stream(Stream producer) {
     inner_.order_after_stream(producer);
   }

@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "amsp/comm/communicator.hpp"
 #include "amsp/comm/detail/ordered_worker.hpp"
 #include "amsp/comm/handle.hpp"
 #include "amsp/core/cuda_buffer.hpp"
@@ -276,7 +277,7 @@ public:
   /// device memory reads the buffers on the calling thread) gets the stream synchronised.
   template <class Comm>
   void before_collective(Comm& comm) {
-    if constexpr (requires { comm.order_after_stream(comm_); }) comm.order_after_stream(comm_);
+    if constexpr (comm::orders_after_stream<Comm, cudaStream_t>) comm.order_after_stream(comm_);
     else detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize");
   }
 
