@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The planner checked against measured step times on the emulated cluster (docs/cluster.md,
-# docs/planner.md "Checked against measurement"): builds amsp-train, amsp-profile and
+# docs/planner-check.md): builds amsp-train, amsp-profile and
 # amsp-cluster-predict, then runs scripts/cluster/check.py (options: --help; defaults: meshes 4x2
 # and 2x4, rates 1gbit and 200mbit, the nine plans, 3 repeats). Needs root (exit 77 if not).
 #   scripts/cluster-check.sh                                # the full table (about 30 min)

@@ -21,6 +21,15 @@ tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/op
 tests+=(tests/engine/test_engine_device_ops)
 tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
 tests+=(tests/engine/test_engine_cuda)  # the engine in the CUDA space: parity, host comparison, no host sync
+# What run() runs of the staged tests: a label (its log's name), the binary, its doctest arguments.
+# test_engine_cuda runs as two runs, each under its own timeout: its update-in-backward cases apart.
+runs=()
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  [ "$name" = test_engine_cuda ] || runs+=("$name $name")
+done
+runs+=("test_engine_cuda test_engine_cuda --test-case-exclude=*update_in_backward*")
+runs+=("test_engine_cuda_in_backward test_engine_cuda --test-case=*update_in_backward*")
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
 benches+=(bench/engine/bench_engine_cuda)  # the engine in the CUDA space, phase by phase
 
@@ -48,10 +57,11 @@ run() {
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
   nvidia-smi > "$out/nvidia-smi.txt" 2>&1
   local summary=()
-  for t in "${tests[@]}"; do
-    local name rc verdict
-    name=$(basename "$t")
-    timeout 300 "$stage/bin/$name" > "$out/$name.log" 2>&1
+  for r in "${runs[@]}"; do
+    local words name rc verdict
+    read -r -a words <<< "$r"  # label, binary, arguments (read -a expands no pattern)
+    name=${words[0]}
+    timeout 300 "$stage/bin/${words[1]}" "${words[@]:2}" > "$out/$name.log" 2>&1
     rc=$?
     case $rc in
       0) verdict=passed ;;

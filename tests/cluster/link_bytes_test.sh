@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ctest `cluster`: brings up a 2-node x 2-rank emulated cluster (scripts/cluster.sh), trains the
+# ctest `cluster`: brings up a 2-node x 2-rank emulated cluster (scripts/cluster.sh), checks each
+# node's CPU block, trains the
 # example across it with one plan, and checks the bytes that crossed each node's link -- counted
 # by the kernel, independently of amsp -- against the engine's expected inter-node traffic.
 #
@@ -20,6 +21,33 @@ readonly SHORT=2 LONG=8 RANKS_PER_NODE=2
 if ! command -v mpirun >/dev/null || ! command -v python3 >/dev/null; then echo "SKIP: needs mpirun and python3"; exit 77; fi
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 "$cluster" up 2 $RANKS_PER_NODE 1gbit  # exits 77 without root or ip netns
+
+# Each node's processes run on CPUs of their own (cluster.sh's AMSP_CLUSTER_CPUS=node, the
+# default): the host's CPUs in equal blocks, one per node, or node k on CPU k mod #CPUs. Every rank
+# reports its node and its affinity; python3 derives the expected sets from this shell's own.
+report=$(mktemp /tmp/amspntest-affinity.XXXXXX)
+trap 'rm -f "$report"; "$cluster" down >/dev/null 2>&1 || true' EXIT
+printf '#!/bin/sh\necho "$(hostname) $(awk '"'"'/^Cpus_allowed_list/ { print $2 }'"'"' /proc/self/status)"\n' >"$report"
+chmod +x "$report"
+timeout 60 "$cluster" run -- -np 4 "$report" | python3 -c '
+import os, sys
+def cpus(text):
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
+mine = sorted(os.sched_getaffinity(0))
+nodes = 2
+block = len(mine) // nodes
+want = {f"amspntest-n{k}": ({mine[k % len(mine)]} if block == 0 else set(mine[k * block:(k + 1) * block]))
+        for k in range(nodes)}
+seen = [line.split() for line in sys.stdin if line.strip()]
+assert len(seen) == 4, f"expected 4 ranks to report, got {seen}"
+for host, allowed in seen:
+    assert cpus(allowed) == want[host], f"{host} runs on CPUs {allowed}, expected {sorted(want[host])}"
+print("CPU blocks per node:", ", ".join(f"{h} {sorted(c)}" for h, c in want.items()))
+'
 
 tx_total() { "$cluster" counters | awk '{ s += $2 } END { printf "%.0f\n", s }'; }
 run() {  # run STEPS: prints "<link bytes sent by all nodes> <final JSON line>"

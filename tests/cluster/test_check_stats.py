@@ -155,6 +155,24 @@ if check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[1] != "b":
     failures.append("median run of three: the payload of another run")
 expect("median run of four", check.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.0, 0)])[0], 4.0)
 
+# One plan under two labels (same shape, same prediction): one row, repeats pooled (median of
+# 0.9, 1.0, 1.1, 1.2, 1.3, 1.4 = 1.15), so neither label's luck decides the pick. By hand:
+# distinct rows x (1.15, predicted 1.0) and y (1.1, predicted 2.0): best y, pick x, 1.15/1.1 - 1.
+twins = [{"plan": "x7", "shape": "s", "repeats": [1.0, 0.9, 1.1], "measured": 1.0, "predicted": 1.0},
+         {"plan": "x13", "shape": "s", "repeats": [1.2, 1.3, 1.4], "measured": 1.3, "predicted": 1.0},
+         {"plan": "y", "shape": "t", "repeats": [1.1, 1.1, 1.1], "measured": 1.1, "predicted": 2.0}]
+distinct = check.distinct_plans(twins)
+expect("distinct rows", len(distinct), 2)
+expect("merged label", distinct[0]["plan"], "x7=x13")
+expect("pooled median", distinct[0]["measured"], 1.15)
+expect("merged pick over best", check.summarize(twins)["pick_over_best"], 1.15 / 1.1 - 1)
+# Per label the pick (x7, the first of the two cheapest) reads 1.0 against the best x7 itself.
+expect("per-label pick over best", check.summarize(twins, merge_identical=False)["pick_over_best"], 0.0)
+twins[1]["predicted"] = 1.5  # priced differently: two plans after all, nothing merged
+expect("not merged", len(check.distinct_plans(twins)), 3)
+if twins[0]["plan"] != "x7" or len(twins[0]["repeats"]) != 3:
+    failures.append("distinct_plans changed its input rows")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -34,6 +34,7 @@ struct JobMemory<CudaAsync> {
   template <class T>
   static std::span<T> host_view(std::span<T> buffer, std::vector<std::remove_const_t<T>>& scratch) {
     scratch.resize(buffer.size());
+    if (buffer.empty()) return {scratch.data(), 0};  // e.g. a rank that owns no OS segment of a bucket
     cuda_ok(cudaMemcpyAsync(scratch.data(), buffer.data(), buffer.size_bytes(), cudaMemcpyDeviceToHost,
                             cudaStreamPerThread),
             "cudaMemcpyAsync of a buffer to the host");
@@ -63,6 +64,18 @@ template Params run_threads_cuda<optim::AdamW, float>(const Mesh&, const Plan&, 
 template Params run_threads_cuda<optim::AdamW, bf16>(const Mesh&, const Plan&, const optim::AdamW&, const JobConfig&);
 template Params run_threads_cuda<optim::SgdMomentum, float>(const Mesh&, const Plan&, const optim::SgdMomentum&,
                                                             const JobConfig&);
+
+template <class Rule, class ParamT>
+JobOutcome run_threads_cuda_outcome(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+  return run_threads_outcome<Rule, ParamT, CudaAsync>(mesh, plan, rule, job);
+}
+
+template JobOutcome run_threads_cuda_outcome<optim::AdamW, float>(const Mesh&, const Plan&, const optim::AdamW&,
+                                                                  const JobConfig&);
+template JobOutcome run_threads_cuda_outcome<optim::AdamW, bf16>(const Mesh&, const Plan&, const optim::AdamW&,
+                                                                 const JobConfig&);
+
+InBackwardCounts cuda_in_backward_counts() { return in_backward_counts<CudaAsync>(); }
 
 #if defined(AMSP_HAS_NCCL)
 Params run_nccl_one_rank_cuda(const JobConfig& job) {

@@ -10,6 +10,7 @@
 #include "amsp/sharding/mesh.hpp"
 #include "amsp/sharding/plan.hpp"
 #include "engine_runner.hpp"
+#include "in_backward_counts.hpp"
 
 namespace amsp::test {
 
@@ -30,6 +31,10 @@ inline void require_gpu() {
 template <class Rule, class ParamT>
 Params run_threads_cuda(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job);
 
+/// The same job's final parameters with every rank's optimizer-state shards (copied to the host).
+template <class Rule, class ParamT>
+JobOutcome run_threads_cuda_outcome(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job);
+
 /// Tag of the parity suite's cases on the CUDA space (parity_cases.hpp routes it to the driver).
 struct CudaThreads {};
 
@@ -40,7 +45,16 @@ struct ParityRunner<CudaThreads> {
     require_gpu();
     return run_threads_cuda<Rule, ParamT>(mesh, plan, rule, job);
   }
+  template <class Rule, class ParamT>
+  static JobOutcome outcome(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    require_gpu();
+    return run_threads_cuda_outcome<Rule, ParamT>(mesh, plan, rule, job);
+  }
 };
+
+/// in_backward_counts (in_backward_counts.hpp) with amsp::CudaAsync: an update_in_backward
+/// engine's step counts, decided on the device, across set_steps.
+InBackwardCounts cuda_in_backward_counts();
 
 /// The parity job on one rank with the NCCL communicator (bootstrapped from a unique id, no MPI)
 /// and amsp::CudaAsync; built where NCCL is (AMSP_HAS_NCCL).

@@ -72,6 +72,25 @@ struct JobMemory {
   static void write_back(std::span<T> /*buffer*/, std::span<const T> /*written*/) {}
 };
 
+/// The full parameters of every tensor of the engine, in model order, widened to float (each
+/// bucket gathered and released).
+template <class Space, class Engine>
+Params final_params(Engine& opt) {
+  using ParamT = typename Engine::param_type;
+  Params out;
+  for (int b = 0; b < opt.bucket_count(); ++b) {
+    std::vector<ParamT> full_copy;
+    const std::span<const ParamT> full = JobMemory<Space>::host_view(std::span<const ParamT>(opt.gather(b)), full_copy);
+    for (const TensorSlot& slot : opt.layout(b).slots()) {
+      std::vector<float> values(slot.numel);
+      for (std::size_t i = 0; i < slot.numel; ++i) values[i] = to_float(full[slot.offset + i]);
+      out.push_back(std::move(values));
+    }
+    opt.release(b);
+  }
+  return out;
+}
+
 /// Runs the job on this rank with parameters and gradients in `ParamT`; returns the final full
 /// parameters it sees, widened to float.
 template <class Comm, class Rule, class ParamT = float, class Space = HostSerial>
@@ -116,51 +135,63 @@ Params run_job(Comm& comm, const Mesh& mesh, const Plan& plan, const Rule& rule,
     }
     opt.step();
   }
-  Params out;
-  for (int b = 0; b < opt.bucket_count(); ++b) {
-    std::vector<ParamT> full_copy;
-    const std::span<const ParamT> full = JobMemory<Space>::host_view(std::span<const ParamT>(opt.gather(b)), full_copy);
-    for (const TensorSlot& slot : opt.layout(b).slots()) {
-      std::vector<float> values(slot.numel);
-      for (std::size_t i = 0; i < slot.numel; ++i) values[i] = to_float(full[slot.offset + i]);
-      out.push_back(std::move(values));
-    }
-    opt.release(b);
-  }
+  Params out = final_params<Space>(opt);
   if (memory != nullptr) *memory = opt.memory();
-  if constexpr (!detail::device_space<Space>) {  // a device space's shards are not host-readable
-    for (int b = 0; os_shards != nullptr && b < opt.bucket_count(); ++b) {
-      const std::span<const float> master = opt.master_shard(b);
-      os_shards->emplace_back(master.begin(), master.end());
-      for (int s = 0; s < Rule::state_count; ++s) {
-        const std::span<const float> state = opt.state_shard(b, s);
-        os_shards->emplace_back(state.begin(), state.end());
-      }
-    }
+  for (int b = 0; os_shards != nullptr && b < opt.bucket_count(); ++b) {  // read as the job reads its buffers
+    const auto read = [&](std::span<const float> shard) {
+      std::vector<float> copy;
+      const std::span<const float> host = JobMemory<Space>::host_view(shard, copy);
+      os_shards->emplace_back(host.begin(), host.end());
+    };
+    read(opt.master_shard(b));
+    for (int s = 0; s < Rule::state_count; ++s) read(opt.state_shard(b, s));
   }
   return out;
 }
 
+/// What a job ends with: the final full parameters (every rank's the same) and, when asked for,
+/// every rank's optimizer-state shards, rank by rank.
+struct JobOutcome {
+  Params params;
+  OsShards os_shards;
+};
+
 /// run_job on every rank of a threads world of mesh's size; checks that every rank sees the same
-/// final parameters and returns them.
+/// final parameters and returns them, with every rank's OS shards if `with_os_shards`.
 template <class Rule, class ParamT = float, class Space = HostSerial>
-Params run_threads(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
-  std::vector<Params> per_rank(static_cast<std::size_t>(mesh.world_size()));
+JobOutcome run_threads_outcome(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job,
+                               bool with_os_shards = true) {
+  const auto world = static_cast<std::size_t>(mesh.world_size());
+  std::vector<Params> per_rank(world);
+  std::vector<OsShards> shards(world);
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& comm) {
-    per_rank[static_cast<std::size_t>(comm.rank())] =
-        run_job<comm::ThreadsCommunicator, Rule, ParamT, Space>(comm, mesh, plan, rule, job);
+    const auto r = static_cast<std::size_t>(comm.rank());
+    per_rank[r] = run_job<comm::ThreadsCommunicator, Rule, ParamT, Space>(comm, mesh, plan, rule, job, nullptr,
+                                                                          with_os_shards ? &shards[r] : nullptr);
   });
   for (const Params& p : per_rank) check(p == per_rank.front(), "test.ranks_differ", "ranks ended with different parameters");
-  return per_rank.front();
+  JobOutcome out{per_rank.front(), {}};
+  for (OsShards& s : shards) out.os_shards.insert(out.os_shards.end(), s.begin(), s.end());
+  return out;
 }
 
-/// How the parity suite (parity_cases.hpp) runs its job in Space: run_threads, unless a test
-/// specialises it.
+/// The final parameters of run_threads_outcome.
+template <class Rule, class ParamT = float, class Space = HostSerial>
+Params run_threads(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+  return run_threads_outcome<Rule, ParamT, Space>(mesh, plan, rule, job, /*with_os_shards=*/false).params;
+}
+
+/// How the parity suite (parity_cases.hpp) and the update-in-backward cases run their job in
+/// Space: run_threads and run_threads_outcome, unless a test specialises it.
 template <class Space>
 struct ParityRunner {
   template <class Rule, class ParamT>
   static Params run(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
     return run_threads<Rule, ParamT, Space>(mesh, plan, rule, job);
+  }
+  template <class Rule, class ParamT>
+  static JobOutcome outcome(const Mesh& mesh, const Plan& plan, const Rule& rule, const JobConfig& job) {
+    return run_threads_outcome<Rule, ParamT, Space>(mesh, plan, rule, job);
   }
 };
 

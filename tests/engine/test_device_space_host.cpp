@@ -2,11 +2,23 @@
 // decision left to the stream, events retired without a host wait, tickets. It must give the host
 // engine's bits on every plan of 2x2 and 4x2 (the same operations in the same order), and
 // last_step_result() must report what the host engine's step() returned, skipped steps included.
+// With update_in_backward (the decision taken on the stream before the step's first update): the
+// normal schedule's bits and the host engine's, and the host engine's step counts.
 #include <cmath>
 #include <limits>
 
 #include "parity_cases.hpp"
 #include "simulated_device_space.hpp"
+#include "update_in_backward_cases.hpp"
+
+TYPE_TO_STRING(amsp::test::SimulatedDevice);
+
+AMSP_UPDATE_IN_BACKWARD_CASES(amsp::test::SimulatedDevice)
+AMSP_UPDATE_IN_BACKWARD_HOST_CASES(amsp::test::SimulatedDevice)
+
+TEST_CASE("update_in_backward on a simulated device space: the host engine's step counts, across set_steps") {
+  update_in_backward_test::check_counts_match_host(amsp::test::in_backward_counts<amsp::test::SimulatedDevice>());
+}
 
 TEST_CASE("a simulated device space gives the host engine's bits on every plan") {
   using amsp::test::SimulatedDevice;
@@ -18,19 +30,6 @@ TEST_CASE("a simulated device space gives the host engine's bits on every plan")
                         run_in<amsp::HostSerial, amsp::optim::AdamW, amsp::bf16>(mesh, plan, rule, job)));
   });
 }
-
-namespace {
-/// One step of a one-rank engine with every gradient `g`.
-template <class Engine>
-amsp::StepResult step_with_gradient(Engine& opt, float g) {
-  opt.start_micro_batch(true);
-  for (int b = 0; b < opt.bucket_count(); ++b) {
-    for (float& x : opt.grad_buffer(b)) x = g;
-    opt.reduce_gradients(b);
-  }
-  return opt.step();
-}
-}  // namespace
 
 TEST_CASE("on a device space step() leaves the decision to the stream and last_step_result() reads it") {
   using Threads = amsp::comm::ThreadsCommunicator;
@@ -45,8 +44,8 @@ TEST_CASE("on a device space step() leaves the decision to the stream and last_s
         comm, mesh, plan, amsp::optim::AdamW{}, amsp::test::odd_model(), options);
     for (const float g : {0.25f, std::numeric_limits<float>::quiet_NaN(), 0.125f}) {
       CAPTURE(g);
-      const amsp::StepResult want = step_with_gradient(host, g);
-      const amsp::StepResult issued = step_with_gradient(device, g);
+      const amsp::StepResult want = amsp::test::step_with_gradient<amsp::HostSerial>(host, g);
+      const amsp::StepResult issued = amsp::test::step_with_gradient<amsp::test::SimulatedDevice>(device, g);
       CHECK(issued.step == device.steps());  // the steps issued: the device has not decided yet
       const amsp::StepResult got = device.last_step_result();
       CHECK(got.skipped == want.skipped);

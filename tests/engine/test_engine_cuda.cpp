@@ -1,9 +1,12 @@
 // The engine in the CUDA space (label gpu; exits 77, "skipped", without a device): the parity
 // suite of the host spaces (parity_cases.hpp) on amsp::CudaAsync with the threads backend over
-// device memory; the device engine against the host engine plan by plan; and a step that never
-// makes the caller wait for the user's stream. The device half is engine_cuda_driver.cu.
+// device memory; the device engine against the host engine plan by plan; update_in_backward
+// (update_in_backward_cases.hpp) against the normal schedule and the host engine, and its step
+// counts; and a step that never makes the caller wait for the user's stream. The device half is
+// engine_cuda_driver.cu.
 #include "engine_cuda_driver.hpp"
 #include "parity_cases.hpp"
+#include "update_in_backward_cases.hpp"
 
 TYPE_TO_STRING(amsp::test::CudaThreads);
 
@@ -12,6 +15,18 @@ using amsp::test::require_gpu;
 TEST_CASE("a CUDA device is present (else the whole program is skipped)") { require_gpu(); }
 
 AMSP_ENGINE_PARITY_CASES(amsp::test::CudaThreads)
+
+// update_in_backward on the device: every plan of 2x2, both layouts, M = 1 and 3, the learning
+// rate changed before every step; bitwise the normal schedule on the device (fp32 and bf16:
+// the same device operations in the same order) and the host engine's updates in the backward
+// (fp32: the update is built with --fmad=false), parameters and every rank's OS shards.
+AMSP_UPDATE_IN_BACKWARD_CASES(amsp::test::CudaThreads)
+AMSP_UPDATE_IN_BACKWARD_HOST_CASES(amsp::test::CudaThreads)
+
+TEST_CASE("update_in_backward on the CUDA space: the host engine's step counts, across set_steps") {
+  require_gpu();
+  update_in_backward_test::check_counts_match_host(amsp::test::cuda_in_backward_counts());
+}
 
 TEST_CASE("the CUDA space gives the host engine's results on every plan of 2x2 and 4x2") {
   require_gpu();

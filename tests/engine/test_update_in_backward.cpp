@@ -72,11 +72,17 @@ TEST_CASE("update_in_backward: what needs the global norm or a whole-step decisi
   skip.skip_nonfinite = true;
   CHECK(construct(skip) == "engine.update_in_backward");
   CHECK(construct(in_backward_options()) == "(no error)");
-  // Not on a device space yet (the CUDA space's code path, simulated on the host).
+  // A device space takes it too (the CUDA space's code path, simulated on the host:
+  // test_device_space_host.cpp runs it); its clipping and skip are rejected the same way.
   CHECK(rule_of_error([](amsp::comm::ThreadsCommunicator& comm, const amsp::Mesh& mesh) {
           amsp::ShardedOptimizer<amsp::comm::ThreadsCommunicator, amsp::optim::AdamW, float, float,
                                  amsp::test::SimulatedDevice>
               opt(comm, mesh, amsp::preset("ddp", mesh), {}, amsp::test::odd_model(), in_backward_options());
+        }) == "(no error)");
+  CHECK(rule_of_error([skip](amsp::comm::ThreadsCommunicator& comm, const amsp::Mesh& mesh) {
+          amsp::ShardedOptimizer<amsp::comm::ThreadsCommunicator, amsp::optim::AdamW, float, float,
+                                 amsp::test::SimulatedDevice>
+              opt(comm, mesh, amsp::preset("ddp", mesh), {}, amsp::test::odd_model(), skip);
         }) == "engine.update_in_backward");
 
   // A hyperparameter or the step count changed once the step's first update was issued.

@@ -94,17 +94,7 @@ void train_global_batch(Engine& opt, int rank, int world, int global_batch, int 
 /// The full parameters every rank sees, widened to float, one vector per tensor.
 template <class Engine>
 Params full_params(Engine& opt) {
-  Params out;
-  for (int b = 0; b < opt.bucket_count(); ++b) {
-    const auto full = opt.gather(b);
-    for (const TensorSlot& slot : opt.layout(b).slots()) {
-      std::vector<float> values(slot.numel);
-      for (std::size_t i = 0; i < slot.numel; ++i) values[i] = to_float(full[slot.offset + i]);
-      out.push_back(std::move(values));
-    }
-    opt.release(b);
-  }
-  return out;
+  return final_params<typename Engine::space_type>(opt);
 }
 
 /// Master weights and states by tensor name, assembled from the shards of the ranks of one OS

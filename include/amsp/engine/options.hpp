@@ -82,7 +82,7 @@ struct EngineOptions {
   /// backward, instead of all waiting in step() for the global norm. Needs a step that decides
   /// nothing globally: max_grad_norm = 0 and skip_nonfinite = false (rule engine.update_in_backward);
   /// the learning rate and the rest of the rule must be set before the last micro-batch's first
-  /// reduce_gradients, and step() takes loss scale 1. Host spaces only for now (docs/engine.md).
+  /// reduce_gradients, and step() takes loss scale 1. Every execution space, CudaAsync included (docs/engine.md).
   bool update_in_backward = false;
 };
 
