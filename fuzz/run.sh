@@ -10,7 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 case "$1" in
   build)
-    cmake -S "$here" -B "$2" -G Ninja -DCMAKE_CXX_COMPILER="$3" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    cmake -S "$here" -B "$2" -G Ninja -DCMAKE_CXX_COMPILER="$3" >/dev/null  # flags: CMakeLists.txt
     cmake --build "$2"
     ;;
   run)
