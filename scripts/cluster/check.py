@@ -299,6 +299,8 @@ def run_config(a, mesh, rate):
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
     sh([CLUSTER, "down"], 60)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
+            # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
+            "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
             "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
             # The profiles themselves: the paths above are overwritten by the next run in the same
             # directory, and a saved run must reanalyse anywhere (embedded_profile).
@@ -417,14 +419,21 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
 
 
 def profile_kind(a, config):
-    """--profile-kind resolved for one case: auto (the default) is the gapped profile when the run
-    measured one, else back to back. Why gapped: a call in training follows a compute segment
-    (links drained, token buckets refilled, sockets idle), which a back-to-back profile never
-    times; the rule "if it predicts better, the check prices with it" was written before the first
-    run that had both (docs/planner-check.md); the first such run (2026-12-03 17:59) had the lower median
-    error with it in 7 of 8 cases."""
+    """--profile-kind resolved for one case. auto (the default): back to back for a run whose
+    nodes had CPUs of their own (config "cpus" == "node": scripts/cluster.sh's default since
+    2026-12-03 21:45), else the gapped profile when the run measured one. The rule, written before
+    any run had both: the profile that predicts better is the one the check prices with.
+    Without per-node CPUs the gapped one did (2026-12-03 17:59: lower median error in 7 of 8
+    cases; a call in training followed a compute segment and waits for descheduled peers); with
+    them the back-to-back one does (the two pinned runs, 21:15 and 21:55: lower error in 13 of 20
+    cases, higher in 5; Spearman higher in 12, lower in 5): a call now mostly follows another call of
+    the same chain, and the gapped profile's idle 10 ms refill the token bucket, so each of its
+    calls passes a free 64 KiB burst (5 ms at 100 Mbit/s) that a chain of calls does not get
+    (docs/planner-check.md)."""
     if a.profile_kind == "auto":
-        return "gap" if "profile_gap" in config else "back-to-back"
+        if config.get("cpus") == "node" or "profile_gap" not in config:
+            return "back-to-back"
+        return "gap"
     return a.profile_kind
 
 
@@ -690,8 +699,9 @@ def main():
                          "0: not measured)")
     ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
     ap.add_argument("--profile-kind", choices=["auto", "back-to-back", "gap"], default="auto",
-                    help="the profile the planner prices with; auto: the gapped one when the run measured it, "
-                         "else back to back (the other one's targets are printed too, when the run has both)")
+                    help="the profile the planner prices with; auto: back to back for runs with a CPU block per node "
+                         "(the default cluster), else the gapped one when the run measured it (the other one's "
+                         "targets are printed too, when the run has both)")
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")

@@ -2,6 +2,7 @@
 """scripts/cluster/check.py's statistics and its calibration of the overheads, against
 hand-computed values (no cluster, no planner: the planner is replaced by a linear stand-in whose
 slopes are known). Exit 0 on success, 1 with the failed checks listed."""
+import argparse
 import json
 import os
 import sys
@@ -172,6 +173,15 @@ twins[1]["predicted"] = 1.5  # priced differently: two plans after all, nothing 
 expect("not merged", len(check.distinct_plans(twins)), 3)
 if twins[0]["plan"] != "x7" or len(twins[0]["repeats"]) != 3:
     failures.append("distinct_plans changed its input rows")
+
+# Which profile prices a case: auto is back to back on a cluster with a CPU block per node, the
+# gapped profile on one without (runs saved before the field: none) when the run measured it.
+auto, gap = argparse.Namespace(profile_kind="auto"), argparse.Namespace(profile_kind="gap")
+expect("auto, pinned", check.profile_kind(auto, {"cpus": "node", "profile_gap": "g"}), "back-to-back")
+expect("auto, shared cores", check.profile_kind(auto, {"cpus": "none", "profile_gap": "g"}), "gap")
+expect("auto, saved before the field", check.profile_kind(auto, {"profile_gap": "g"}), "gap")
+expect("auto, no gapped profile", check.profile_kind(auto, {"cpus": "none"}), "back-to-back")
+expect("explicit", check.profile_kind(gap, {"cpus": "node", "profile_gap": "g"}), "gap")
 
 if failures:
     print("\n".join(failures))
