@@ -22,6 +22,11 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+# amsp-profile --calls: every collective issued as the engine issues it (gathers asynchronous,
+# reductions blocking). Open MPI runs the two forms in different components (libnbc, tuned), which
+# on the emulated cluster pace large gathers differently (docs/cluster.md, "Blocking and
+# nonblocking calls"); runs before 2026-12-04 timed every call blocking.
+PROFILE_CALLS = "engine"
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 
 PLANS = {  # per mesh: the issue's list; MiCS with a group smaller than a node (k = node is hsdp)
@@ -226,7 +231,7 @@ def profile(a, mesh, plans, path, gap_us=0):
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
         "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
         "--max-iterations", str(iterations), "--gap-us", str(gap_us), "--mpi-check-calls", a.mpi_check_calls,
-        "--out", path], 1800)
+        "--calls", PROFILE_CALLS, "--out", path], 1800)
     # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
     # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
     # most nodes (on an oversubscribed CPU, mostly scheduling delay).
@@ -301,6 +306,8 @@ def run_config(a, mesh, rate):
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
             # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
             "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
+            # How amsp-profile issued each collective; runs saved before 2026-12-04 have none (blocking).
+            "profile_calls": PROFILE_CALLS,
             "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
             # The profiles themselves: the paths above are overwritten by the next run in the same
             # directory, and a saved run must reanalyse anywhere (embedded_profile).

@@ -42,6 +42,7 @@ struct Options {
   std::vector<std::uint64_t> sizes;
   int max_iterations = 200;
   std::chrono::microseconds gap{0};  // idle time before every timed call; 0: back to back
+  amsp_profile::CallForms calls = amsp_profile::CallForms::engine;  // blocking or asynchronous calls
 };
 
 // Returns nullopt after printing --help.
@@ -77,6 +78,12 @@ std::optional<Options> parse(int argc, char** argv) {
   o.gap = std::chrono::microseconds{args.integer<int>(
       "--gap-us", "US", "idle microseconds on every rank before every timed call, each call timed alone (as in "
       "training, where calls follow compute); 0 (default): calls back to back", 0, cli::at_least(0))};
+  using amsp_profile::CallForms;
+  o.calls = args.choice("--calls",
+                        "which call of each collective to time: as the engine issues it (engine: gathers and broadcasts "
+                        "asynchronous, reductions blocking), every one blocking, or every one asynchronous and waited for",
+                        CallForms::engine,
+                        {{"engine", CallForms::engine}, {"blocking", CallForms::blocking}, {"nonblocking", CallForms::nonblocking}});
   o.sizes = args.list<std::uint64_t>(
       "--sizes", "BYTES,...", "message sizes in bytes (default 65536,1048576,16777216)",
       {std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20},
@@ -136,7 +143,7 @@ int run(int argc, char** argv) {
     comm::MpiSession session(argc, argv);
     comm::MpiCommunicator world = comm::MpiCommunicator::world(comm::MpiOptions{.check_calls = o.mpi_check_calls});
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
-    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap);
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap, o.calls);
     if (world.rank() == 0) write(o, mesh, entries);
     return 0;
 #endif
@@ -145,7 +152,7 @@ int run(int argc, char** argv) {
   const auto sets = group_sets(o, mesh);
   std::vector<planner::ProfileEntry> entries;
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
-    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap);
+    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap, o.calls);
     if (world.rank() == 0) entries = std::move(mine);
   });
   write(o, mesh, entries);

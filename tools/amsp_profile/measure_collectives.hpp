@@ -65,6 +65,23 @@ using planner::ProfileEntry;
   return sets;
 }
 
+/// How the profile issues each collective: as the engine does (the default), every one blocking,
+/// or every one nonblocking (its asynchronous call waited for at once).
+enum class CallForms { engine, blocking, nonblocking };
+
+/// True when `op` is timed through its asynchronous call. The engine issues the gathers and
+/// broadcasts asynchronously (the prefetch and the parameter spread: engine_buffers.hpp,
+/// engine_step.hpp) and the reductions as blocking calls on its communication thread
+/// (engine_reduction.hpp), so a profile of the calls the engine makes times them so.
+[[nodiscard]] inline bool issued_nonblocking(CallForms forms, comm::op_kind op) {
+  switch (forms) {
+    case CallForms::blocking: return false;
+    case CallForms::nonblocking: return true;
+    case CallForms::engine: return op == comm::op_kind::all_gather || op == comm::op_kind::broadcast;
+  }
+  return false;
+}
+
 /// Collectives per measurement: enough to move about 256 MiB, between 2 and `max_iterations`
 /// (200). A function of the size alone, so that every rank runs the same number.
 [[nodiscard]] inline int iterations_for(std::uint64_t bytes, int max_iterations = 200) {
@@ -79,12 +96,16 @@ using planner::ProfileEntry;
 /// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
 /// training after a compute segment, which back-to-back calls never do), and the mean of rank 0's
-/// times of the single calls is kept.
+/// times of the single calls is kept. `forms` says which ops are timed as their asynchronous call
+/// waited for at once (MPI: MPI_Iallgather, ... in libnbc) instead of the blocking one (MPI: the
+/// tuned component): a different implementation, which on the emulated cluster moves a different
+/// number of bytes or paces them differently (docs/cluster.md, "Blocking and nonblocking calls").
 template <comm::communicator C>
 [[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
                                                 const std::vector<std::pair<Factor, GroupSet>>& sets,
                                                 const std::vector<std::uint64_t>& sizes, int max_iterations = 200,
-                                                std::chrono::microseconds gap = std::chrono::microseconds{0}) {
+                                                std::chrono::microseconds gap = std::chrono::microseconds{0},
+                                                CallForms forms = CallForms::engine) {
   mesh.check_world_size(world.size());
   using Clock = std::chrono::steady_clock;
   std::vector<ProfileEntry> entries;
@@ -99,7 +120,19 @@ template <comm::communicator C>
         const std::size_t elements = bytes / 4;
         const std::size_t block = elements / g;
         host_buffer<float> send(elements), recv(elements);
+        const bool nonblocking = issued_nonblocking(forms, op);
         const auto once = [&] {
+          if (nonblocking) {
+            switch (op) {
+              case comm::op_kind::all_gather: group.all_gather_async(send.data(), recv.data(), block).wait(); return;
+              case comm::op_kind::reduce_scatter: group.reduce_scatter_async(send.data(), recv.data(), block).wait(); return;
+              case comm::op_kind::all_reduce: group.all_reduce_async(send.data(), recv.data(), elements).wait(); return;
+              case comm::op_kind::broadcast: group.broadcast_async(send.data(), recv.data(), elements, 0).wait(); return;
+              case comm::op_kind::reduce:
+                group.reduce_async(send.data(), recv.data(), elements, comm::reduce_op::sum, 0).wait();
+                return;
+            }
+          }
           switch (op) {
             case comm::op_kind::all_gather: group.all_gather(send.data(), recv.data(), block); break;
             case comm::op_kind::reduce_scatter: group.reduce_scatter(send.data(), recv.data(), block); break;
