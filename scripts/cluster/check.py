@@ -13,6 +13,7 @@ scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predic
 import argparse
 import atexit
 import json
+import lzma
 import os
 import re
 import statistics
@@ -655,6 +656,13 @@ def print_tables(config):
         print()
 
 
+def load_run(path):
+    """A saved --out file, plain or xz-compressed (bench/data keeps them as .json.xz)."""
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "default"))
@@ -712,7 +720,8 @@ def main():
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")
-    ap.add_argument("--reanalyze", default="", help="a saved --out file: predict and print again, measure nothing")
+    ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
+                                                    "and print again, measure nothing")
     a = ap.parse_args()
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
     a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")
@@ -721,7 +730,7 @@ def main():
     a.modes = a.modes.split(",")
     a.work = os.path.dirname(os.path.abspath(a.out))
     if a.reanalyze:
-        for c in json.load(open(a.reanalyze)):
+        for c in load_run(a.reanalyze):
             print_tables(analyze(a, c))
             gap_summary(a, c)
         return 0
