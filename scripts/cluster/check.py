@@ -132,7 +132,7 @@ def contention_points(a, mesh, launcher, full, full_final):
     in its own run with the estimator the model uses (measured_computing: from every rank's waits;
     at most 1 + (n − 1)/T), not by n/T: ranks staggered by the scheduler wait even with T = 1, and the
     model's k counts them the same way. Returns [[k, seconds per sequence], ...] for T = 1, 2, 4, ..., n
-    (the planner's CpuContention, docs/planner-check.md)."""
+    (the planner's CpuContention, docs/planner-check-terms.md)."""
     ranks, nodes = map(int, mesh.split("x"))
     n = ranks * nodes
     samples, seconds = full
@@ -214,7 +214,7 @@ def call_sizes(a, mesh, plans):
     """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
     of more than one rank), so that the profile times them instead of interpolating between its
     sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
-    in log-log (docs/planner-check.md, "The waits for peers overlap the transfer")."""
+    in log-log (docs/planner-check-terms.md, "The waits for peers overlap the transfer")."""
     out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
               "--global-batch", str(a.global_batch)] + a.model_args, 60)
     return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]

@@ -128,7 +128,7 @@ int run(int argc, char** argv) {
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
   // The hand-overs --step-overhead is paid for: rings (n − 1, the default: it predicts the cluster's
-  // steps better, docs/planner-check.md), or the recursive doubling / halving scripts/cluster.sh pins.
+  // steps better, docs/planner-check-terms.md), or the recursive doubling / halving scripts/cluster.sh pins.
   const std::string gather_scatter = a.text("gather-scatter", "ring");
   check(gather_scatter == "recursive" || gather_scatter == "ring", "cli.value",
         "--gather-scatter must be recursive or ring, got '", gather_scatter, "'");

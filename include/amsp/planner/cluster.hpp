@@ -57,7 +57,7 @@ struct Cluster {
   /// The same wait counted per hand-over step of the collective's algorithm instead
   /// (algorithm_steps: a ring's n − 1, 2(n − 1) for all_reduce; ⌈log2 n⌉ for recursive doubling /
   /// halving): a call waits once for every peer it hands data to, each of which may be computing.
-  /// 0 by default; docs/planner-check.md compares the two on the emulated cluster.
+  /// 0 by default; docs/planner-check-history.md compares the two on the emulated cluster.
   double step_overhead_s = 0;
   /// The algorithm of all_gather and reduce_scatter, which sets their number of hand-overs for
   /// step_overhead_s: rings (NCCL) by default; the emulated cluster pins recursive doubling /
@@ -74,7 +74,7 @@ struct Cluster {
   /// scheduling slice each). Calls chained after other calls (the end-of-step reductions, the
   /// spread) find their peers already synchronised by the call before and do not pay it; neither
   /// does a back-to-back profile. 0 by default; calibrated on the emulated cluster
-  /// (docs/planner-check.md, "The wait between compute segments").
+  /// (docs/planner-check-terms.md, "The wait between compute segments").
   double sync_overhead_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the transfer (the
@@ -83,7 +83,7 @@ struct Cluster {
   /// its own hand-overs while the bytes already sent keep moving through the links: a call whose
   /// transfer outlasts its waits (a slow inter-node link) hides them, a fast one (inside a node)
   /// is all waits. (Added to the transfer until 2026-12-03: that charged a wire-bound call twice;
-  /// docs/planner-check.md, "The waits for peers overlap the transfer".)
+  /// docs/planner-check-terms.md, "The waits for peers overlap the transfer".)
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
     const double transfer = transfer_seconds(op, bytes, group), waits = overhead_seconds(op, group);

@@ -25,7 +25,7 @@
 // workload's seconds per sample and per updated parameter replace FLOPs / (peak × efficiency) and
 // the HBM-bound update; the windows and κ are the same (StepCompute, measured_step_compute).
 // Where the ranks share CPU cores, contended_step_time prices that compute at the contention the
-// step itself implies (compute_model.hpp's CpuContention; docs/planner-check.md, "CPU contention").
+// step itself implies (compute_model.hpp's CpuContention; docs/planner-check-terms.md, "CPU contention").
 
 #include <algorithm>
 #include <cmath>
