@@ -416,7 +416,7 @@ def compute_rate_args(a, config, points):
 
 def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0):
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
-    return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--profile", profile_path(a, config),
+    return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
@@ -445,17 +445,23 @@ def profile_kind(a, config):
     return a.profile_kind
 
 
-def profile_path(a, config):
-    """The profile the planner prices with (profile_kind): back to back, or gapped (amsp-profile
-    --gap-us, measured since 2026-12-03's reanalysis; earlier runs have none)."""
-    if profile_kind(a, config) == "gap":
-        if "profile_gap" not in config:
-            print(f"check.py: --profile-kind gap: the run of {config['mesh']} {config['rate']} has no gapped "
-                  "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
-                  file=sys.stderr)
-            sys.exit(2)
-        return embedded_profile(config, "profile_gap")
-    return embedded_profile(config, "profile")
+def profile_args(a, config):
+    """amsp-cluster-predict's profile options for profile_kind: back to back (--profile), gapped
+    (amsp-profile --gap-us, measured since 2026-12-03's reanalysis; earlier runs have none), or
+    split: back to back for the calls chained after other calls and gapped for the calls between
+    two compute segments (--profile-after-compute, Cluster::profile_after_compute)."""
+    kind = profile_kind(a, config)
+    if kind in ("gap", "split") and "profile_gap" not in config:
+        print(f"check.py: --profile-kind {kind}: the run of {config['mesh']} {config['rate']} has no gapped "
+              "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
+              file=sys.stderr)
+        sys.exit(2)
+    if kind == "gap":
+        return ["--profile", embedded_profile(config, "profile_gap")]
+    if kind == "split":
+        return ["--profile", embedded_profile(config, "profile"),
+                "--profile-after-compute", embedded_profile(config, "profile_gap")]
+    return ["--profile", embedded_profile(config, "profile")]
 
 
 def embedded_profile(config, key):
@@ -472,19 +478,23 @@ def embedded_profile(config, key):
 
 
 def gap_summary(a, config):
-    """The targets once more with the other profile (back to back vs gapped), when the run has both:
-    one line per schedule, so that one run says which profile predicts the steps."""
+    """The targets once more with each other profile kind (back to back, gapped, split), when the
+    run has both profiles: one line per kind and schedule, so that one run says which kind predicts
+    the steps."""
     if "profile_gap" not in config:
         return
-    other = argparse.Namespace(**vars(a))
-    other.profile_kind = "back-to-back" if profile_kind(a, config) == "gap" else "gap"
-    other.diagnose = False
-    tables = analyze(other, json.loads(json.dumps({k: v for k, v in config.items() if k != "tables"})))["tables"]
-    for mode, rows in tables.items():
-        s = summarize(rows)
-        print(f"{config['mesh']} {config['rate']} {mode}, priced with the {other.profile_kind} profile instead: "
-              f"median |error| {100 * s['median_abs_error']:.1f} %, Spearman {s['spearman']:.2f}, "
-              f"pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} %")
+    for kind in ("back-to-back", "gap", "split"):
+        if kind == profile_kind(a, config):
+            continue
+        other = argparse.Namespace(**vars(a))
+        other.profile_kind = kind
+        other.diagnose = False
+        tables = analyze(other, json.loads(json.dumps({k: v for k, v in config.items() if k != "tables"})))["tables"]
+        for mode, rows in tables.items():
+            s = summarize(rows)
+            print(f"{config['mesh']} {config['rate']} {mode}, priced with the {kind} profile instead: "
+                  f"median |error| {100 * s['median_abs_error']:.1f} %, Spearman {s['spearman']:.2f}, "
+                  f"pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} %")
 
 
 def rate_gbit(rate):
@@ -713,10 +723,11 @@ def main():
                     help="also measure a profile with every call after this idle gap (amsp-profile --gap-us; "
                          "0: not measured)")
     ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
-    ap.add_argument("--profile-kind", choices=["auto", "back-to-back", "gap"], default="auto",
-                    help="the profile the planner prices with; auto: back to back for runs with a CPU block per node "
-                         "(the default cluster), else the gapped one when the run measured it (the other one's "
-                         "targets are printed too, when the run has both)")
+    ap.add_argument("--profile-kind", choices=["auto", "back-to-back", "gap", "split"], default="auto",
+                    help="the profile the planner prices with; split: back to back for chained calls, gapped for "
+                         "calls between compute segments; auto: back to back for runs with a CPU block per node "
+                         "(the default cluster), else the gapped one when the run measured it (the other kinds' "
+                         "targets are printed too, when the run has both profiles)")
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")

@@ -95,8 +95,8 @@ enum class CallForms { engine, blocking, nonblocking };
 /// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
 /// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
-/// training after a compute segment, which back-to-back calls never do), and the mean of rank 0's
-/// times of the single calls is kept. `forms` says which ops are timed as their asynchronous call
+/// training after a compute segment, which back-to-back calls never do), and the mean over the
+/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's). `forms` says which ops are timed as their asynchronous call
 /// waited for at once (MPI: MPI_Iallgather, ... in libnbc) instead of the blocking one (MPI: the
 /// tuned component): a different implementation, which on the emulated cluster moves a different
 /// number of bytes or paces them differently (docs/cluster.md, "Blocking and nonblocking calls").
@@ -150,7 +150,13 @@ template <comm::communicator C>
             std::this_thread::sleep_for(gap);
             const auto t0 = Clock::now();
             once();
-            seconds += std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+            const double mine = std::chrono::duration<double>(Clock::now() - t0).count();
+            // The call is over when its slowest rank is: on a shared link the ranks' transfers
+            // finish one after another, and rank 0's alone read up to 4x faster than the link
+            // (docs/cluster.md, "Blocking and nonblocking calls").
+            std::vector<double> every(static_cast<std::size_t>(world.size()));
+            world.all_gather(&mine, every.data(), 1);
+            seconds += *std::max_element(every.begin(), every.end()) / iterations;
           }
           world.barrier();
         } else {

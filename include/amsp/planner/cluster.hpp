@@ -47,6 +47,13 @@ struct Cluster {
   double overlap_slowdown = 0;
   Links links{};
   std::optional<BandwidthProfile> profile;  ///< measured; the analytic model fills its gaps
+  /// Measured with every call after an idle gap (amsp-profile --gap-us): prices the transfer of
+  /// the calls that sit between two compute segments (the every-micro-batch window), where
+  /// `profile`, timed back to back, prices chained calls. A call after compute finds the links
+  /// idle; one chained behind another finds them busy, and on the emulated cluster back-to-back
+  /// ReduceScatters of 200 KB ran 1.5-1.9x the wire (docs/cluster.md, "Blocking and nonblocking
+  /// calls"). Absent: `profile` prices both.
+  std::optional<BandwidthProfile> profile_after_compute;
   /// Seconds every collective call costs on top of its transfer, profiled or analytic: the wait
   /// for the group's last rank to arrive from compute. A profile times collectives back to back,
   /// every rank already waiting, so it cannot see it; in training each call waits for the slowest
@@ -84,16 +91,22 @@ struct Cluster {
   /// transfer outlasts its waits (a slow inter-node link) hides them, a fast one (inside a node)
   /// is all waits. (Added to the transfer until 2026-12-03: that charged a wire-bound call twice;
   /// docs/planner-check-terms.md, "The waits for peers overlap the transfer".)
-  [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group) const {
+  /// `after_compute`: the call sits between two compute segments (priced from
+  /// profile_after_compute when there is one).
+  [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group,
+                                          bool after_compute = false) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
-    const double transfer = transfer_seconds(op, bytes, group), waits = overhead_seconds(op, group);
+    const double transfer = transfer_seconds(op, bytes, group, after_compute), waits = overhead_seconds(op, group);
     return waits_overlap_transfer ? std::max(transfer, waits) : transfer + waits;
   }
-  /// The transfer alone: what a back-to-back profile measures, every rank already waiting.
-  [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group) const {
+  /// The transfer alone, every rank already waiting: the profile of the call's place
+  /// (profile_after_compute for a call after compute, when measured; `profile` otherwise), the
+  /// analytic model where that profile lacks the op and shape.
+  [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group, bool after_compute = false) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
-    if (profile)
-      if (const auto t = profile->seconds(op, group, bytes)) return *t;
+    const std::optional<BandwidthProfile>& measured = after_compute && profile_after_compute ? profile_after_compute : profile;
+    if (measured)
+      if (const auto t = measured->seconds(op, group, bytes)) return *t;
     return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
   }
   /// call_overhead_s + algorithm_steps · step_overhead_s of one call of `op` on `group`.

@@ -90,13 +90,14 @@ struct CommTerm {
       : name(std::move(n)), window(w), calls(std::move(c)) {}
 
   /// Seconds of all calls per step; calls of the every-micro-batch window sit between two
-  /// compute segments and also wait for their group to come out of compute
+  /// compute segments: their transfer is priced as a call after compute
+  /// (Cluster::profile_after_compute) and they also wait for their group to come out of compute
   /// (Cluster::between_compute_seconds).
   [[nodiscard]] double seconds(const Cluster& cluster) const {
     const bool between_compute = window == Window::every_micro_batch;
     double t = 0;
     for (const CollectiveCall& c : calls)
-      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group) +
+      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, between_compute) +
                       (between_compute ? cluster.between_compute_seconds(c.group) : 0.0));
     return t;
   }
