@@ -183,6 +183,27 @@ expect("auto, saved before the field", check.profile_kind(auto, {"profile_gap": 
 expect("auto, no gapped profile", check.profile_kind(auto, {"cpus": "none"}), "back-to-back")
 expect("explicit", check.profile_kind(gap, {"cpus": "node", "profile_gap": "g"}), "gap")
 
+# The planner's profile options per kind (paths of profiles saved before embedding are used as is):
+# split prices chained calls back to back and the calls between compute segments gapped.
+saved = {"cpus": "node", "profile": "b2b.json", "profile_gap": "gap.json"}
+expect("args, back to back", check.profile_args(argparse.Namespace(profile_kind="back-to-back"), saved),
+       ["--profile", "b2b.json"])
+expect("args, gap", check.profile_args(gap, saved), ["--profile", "gap.json"])
+expect("args, split", check.profile_args(argparse.Namespace(profile_kind="split"), saved),
+       ["--profile", "b2b.json", "--profile-after-compute", "gap.json"])
+
+# A saved run reads back plain and xz-compressed (bench/data keeps them as .json.xz).
+import lzma  # noqa: E402
+import tempfile  # noqa: E402
+with tempfile.TemporaryDirectory() as tmp:
+    run = [{"mesh": "4x2", "rate": "100mbit"}]
+    with open(os.path.join(tmp, "r.json"), "w") as f:
+        json.dump(run, f)
+    with lzma.open(os.path.join(tmp, "r.json.xz"), "wt") as f:
+        json.dump(run, f)
+    expect("load plain", check.load_run(os.path.join(tmp, "r.json")), run)
+    expect("load xz", check.load_run(os.path.join(tmp, "r.json.xz")), run)
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "amsp/planner/bandwidth_profile.hpp"
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/collective_cost.hpp"
+#include "amsp/planner/comm_model.hpp"
 
 using namespace amsp;
 using namespace amsp::planner;
@@ -108,6 +110,31 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   c.sync_overhead_s = 0;
   c.call_overhead_s = -1e-3;
   CHECK_THROWS_WITH(validate(c), doctest::Contains("overhead per collective call"));
+}
+
+TEST_CASE("profile: calls between compute segments are priced from the after-compute profile") {
+  Cluster c = paper_cluster(2);
+  c.mesh = Mesh(4, 2);
+  BandwidthProfile chained, after_compute;
+  chained.add(op_kind::all_gather, {4, 2}, 1e6, 0.010);
+  chained.add(op_kind::reduce_scatter, {4, 2}, 1e6, 0.012);
+  after_compute.add(op_kind::all_gather, {4, 2}, 1e6, 0.004);
+  c.profile = chained;
+  // Without an after-compute profile the back-to-back one prices every call.
+  CHECK(c.collective_seconds(op_kind::all_gather, 1e6, {4, 2}, true) == doctest::Approx(0.010));
+  c.profile_after_compute = after_compute;
+  CHECK(c.collective_seconds(op_kind::all_gather, 1e6, {4, 2}) == doctest::Approx(0.010));
+  CHECK(c.collective_seconds(op_kind::all_gather, 1e6, {4, 2}, true) == doctest::Approx(0.004));
+  // An op the after-compute profile lacks: the back-to-back measurement, not the analytic model.
+  CHECK(c.collective_seconds(op_kind::reduce_scatter, 1e6, {4, 2}, true) == doctest::Approx(0.012));
+  // Neither has the shape: the analytic model for both places.
+  const double analytic = analytic_seconds(op_kind::all_gather, 1e6, {2, 2}, 4, c.links);
+  CHECK(c.collective_seconds(op_kind::all_gather, 1e6, {2, 2}, true) == doctest::Approx(analytic));
+  // The every-micro-batch window's calls sit between compute segments; the others are chained.
+  const std::vector<CollectiveCall> two_gathers{{op_kind::all_gather, 1e6, 2, {4, 2}}};
+  CHECK(CommTerm("gathers", Window::every_micro_batch, two_gathers).seconds(c) == doctest::Approx(0.008));
+  CHECK(CommTerm("spread", Window::first_forward, two_gathers).seconds(c) == doctest::Approx(0.020));
+  CHECK(CommTerm("reduce", Window::last_backward, two_gathers).seconds(c) == doctest::Approx(0.020));
 }
 
 TEST_CASE("profile: malformed profiles are errors naming the entry") {

@@ -99,14 +99,15 @@ struct Cluster {
     const double transfer = transfer_seconds(op, bytes, group, after_compute), waits = overhead_seconds(op, group);
     return waits_overlap_transfer ? std::max(transfer, waits) : transfer + waits;
   }
-  /// The transfer alone, every rank already waiting: the profile of the call's place
-  /// (profile_after_compute for a call after compute, when measured; `profile` otherwise), the
-  /// analytic model where that profile lacks the op and shape.
+  /// The transfer alone, every rank already waiting: for a call after compute
+  /// profile_after_compute when it has the op and shape, else `profile` when it has them, else
+  /// the analytic model.
   [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group, bool after_compute = false) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
-    const std::optional<BandwidthProfile>& measured = after_compute && profile_after_compute ? profile_after_compute : profile;
-    if (measured)
-      if (const auto t = measured->seconds(op, group, bytes)) return *t;
+    if (after_compute && profile_after_compute)
+      if (const auto t = profile_after_compute->seconds(op, group, bytes)) return *t;
+    if (profile)
+      if (const auto t = profile->seconds(op, group, bytes)) return *t;
     return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
   }
   /// call_overhead_s + algorithm_steps · step_overhead_s of one call of `op` on `group`.
