@@ -72,7 +72,7 @@ struct ShardedParams {
 
 private:
   static GatherComm<Comm, own_gather_comm> split_gather(Comm& world, const GroupSet& p_groups) {
-    if constexpr (own_gather_comm) return GatherComm<Comm, true>(world.split(p_groups));
+    if constexpr (own_gather_comm) return GatherComm<Comm, true>(comm::split_for_concurrent_calls(world, p_groups));
     else return {};
   }
 };
