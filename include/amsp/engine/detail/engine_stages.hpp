@@ -23,6 +23,7 @@
 #include <utility>
 #include <variant>
 
+#include "amsp/comm/communicator.hpp"
 #include "amsp/engine/buffer_pool.hpp"
 #include "amsp/sharding/groups.hpp"
 
