@@ -107,6 +107,27 @@ TEST_CASE("fake nccl: a nonblocking split writes its handle late; the sub-commun
   CHECK(rule_thrown([&] { (void)nccl.split(factor_groups(Mesh(2, 1), Factor{2, 1})); }) == "comm.split_size");
 }
 
+TEST_CASE("fake nccl: split_on_own_stream gives the sub-communicator a stream of its own, released with it") {
+  fake::reset();
+  {
+    NcclCommunicator nccl = NcclCommunicator::adopt(fake::user_comm(0, 1), fake::user_stream());
+    // What an engine's gather stream gets (comm::split_for_concurrent_calls), also under the counter.
+    NcclCommunicator sub = comm::split_for_concurrent_calls(nccl, one_rank_group());
+    CHECK(sub.owns_communicator());
+    CHECK(sub.owns_stream());
+    CHECK(sub.stream() != nccl.stream());
+    CHECK(fake::control().streams_created == 1);
+    comm::CountingCommunicator<NcclCommunicator> counted(std::move(sub),
+                                                         std::make_shared<comm::TrafficCounter>(Mesh(1, 1)));
+    auto counted_sub = comm::split_for_concurrent_calls(counted, one_rank_group());
+    CHECK(fake::control().streams_created == 2);
+    CHECK(comm::split_for_concurrent_calls(nccl, one_rank_group()).stream() != counted_sub.inner().stream());
+    CHECK(rule_thrown([&] { (void)nccl.split_on_own_stream(factor_groups(Mesh(2, 1), Factor{2, 1})); }) ==
+          "comm.split_size");
+  }
+  CHECK(fake::control().streams_destroyed == fake::control().streams_created);
+}
+
 TEST_CASE("fake nccl watchdog: an operation that never completes times out and aborts the whole world once") {
   fake::reset();
   NcclCommunicator nccl =

@@ -2,8 +2,9 @@
 // A device space simulated on the host, so that the engine's device-space code path runs where no
 // GPU is (and under ThreadSanitizer): decisions left on the "device" (step() returns before the
 // norm is known, the update reads the decision from a control block, as amsp::CudaAsync's
-// StepControl), events retired without a host wait, tickets. Its communication stream is a worker
-// thread (a FIFO, like HostAsync's and CudaAsync's); its "device" memory is host memory; the user's
+// StepControl), events retired without a host wait, tickets. Its two streams (communication and
+// gather) are worker threads, like HostAsync's and CudaAsync's, so the gather stream's order after
+// the update it reads is checked by ThreadSanitizer; its "device" memory is host memory; the user's
 // "stream" is the caller's thread, so user_after waits on the host: the one thing a real device
 // space does differently, and what test_engine_cuda checks on a GPU.
 
@@ -25,10 +26,10 @@ namespace amsp::test {
 
 class SimulatedDeviceMemory;
 
-class SimulatedDevice : public FifoStreamOperations<SimulatedDevice> {
+class SimulatedDevice : public TwoStreamOperations<SimulatedDevice> {
 public:
   static constexpr bool asynchronous = true;
-  static constexpr bool concurrent_streams = false;
+  static constexpr bool concurrent_streams = true;
   using config = HostSpaceConfig;
   using memory_type = SimulatedDeviceMemory;
 
@@ -36,10 +37,11 @@ public:
   SimulatedDevice(const SimulatedDevice&) = delete;
   SimulatedDevice& operator=(const SimulatedDevice&) = delete;
 
-  [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
+  [[nodiscard]] std::uint64_t last_ticket() const { return last_ticket_; }
   void user_after(std::uint64_t ticket) {
+    const Stream& s = stream(StreamTicket::stream(ticket));
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return completed_ >= ticket; });
+    done_.wait(lock, [&] { return s.completed >= StreamTicket::position(ticket); });
   }
   void comm_after_user() {}   // the user's writes happen before the submission of later tasks
   void user_after_comm() {}   // a slot is released by the task that read it, after reading it
@@ -47,28 +49,40 @@ public:
   void before_collective(Comm&) {}
 
 private:
-  friend class FifoStreamOperations<SimulatedDevice>;
-  comm::Handle enqueue(std::function<void()> task) {
-    const std::uint64_t ticket = ++submitted_;
-    return worker_.submit([this, t = std::move(task), ticket] {
+  friend class TwoStreamOperations<SimulatedDevice>;
+  struct Stream {
+    std::uint64_t submitted = 0;  // caller's thread only
+    std::uint64_t completed = 0;  // under mutex_
+  };
+  Stream& stream(stream_id id) { return id == stream_id::gather ? gather_ : comm_; }
+
+  comm::Handle enqueue(stream_id id, std::function<void()> task) {
+    Stream& s = stream(id);
+    const std::uint64_t position = ++s.submitted;
+    last_ticket_ = StreamTicket::make(id, position);
+    return (id == stream_id::gather ? gather_worker_ : worker_).submit([this, &s, t = std::move(task), position] {
       struct Publish {  // also when the task throws
         SimulatedDevice* space;
-        std::uint64_t ticket;
+        Stream* stream;
+        std::uint64_t position;
         ~Publish() {
           std::lock_guard lock(space->mutex_);
-          space->completed_ = ticket;
+          stream->completed = position;
           space->done_.notify_all();
         }
-      } publish{this, ticket};
+      } publish{this, &s, position};
       t();
     });
   }
 
-  std::uint64_t submitted_ = 0;  // caller's thread only
+  Stream comm_;
+  Stream gather_;
+  std::uint64_t last_ticket_ = 0;  // caller's thread only
   std::mutex mutex_;
   std::condition_variable done_;
-  std::uint64_t completed_ = 0;
-  comm::detail::OrderedWorker worker_;  // last: stopped first
+  comm::detail::OrderedWorker worker_;
+  // Last: stopped first (its tasks may wait for the communication stream's).
+  comm::detail::OrderedWorker gather_worker_;
 };
 
 /// Host memory whose step decision stays with the "device": decide() records it and returns

@@ -2,10 +2,16 @@
 // decision left to the stream, events retired without a host wait, tickets. It must give the host
 // engine's bits on every plan of 2x2 and 4x2 (the same operations in the same order), and
 // last_step_result() must report what the host engine's step() returned, skipped steps included.
+// Its two streams: a gather runs after its own update only, and its ticket counts on its stream.
 // With update_in_backward (the decision taken on the stream before the step's first update): the
 // normal schedule's bits and the host engine's, and the host engine's step counts.
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "parity_cases.hpp"
 #include "simulated_device_space.hpp"
@@ -18,6 +24,36 @@ AMSP_UPDATE_IN_BACKWARD_HOST_CASES(amsp::test::SimulatedDevice)
 
 TEST_CASE("update_in_backward on a simulated device space: the host engine's step counts, across set_steps") {
   update_in_backward_test::check_counts_match_host(amsp::test::in_backward_counts<amsp::test::SimulatedDevice>());
+}
+
+TEST_CASE("a simulated device space gathers after its own update only; its tickets count per stream") {
+  using amsp::StreamTicket;
+  amsp::test::SimulatedDevice space;
+  int written = 0;  // plain: written by the update, read by the gather (a missing order is a TSan report)
+  amsp::comm::Handle update = space.submit([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    written = 42;
+  });
+  const std::uint64_t update_ticket = space.last_ticket();
+  std::atomic<bool> release_blocker{false};
+  amsp::comm::Handle blocker = space.submit([&] {  // a later update on the communication stream
+    while (!release_blocker.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  int seen = 0;
+  amsp::comm::Handle gather = space.launch_after(update, [&] {
+    seen = written;
+    return std::vector<amsp::comm::Handle>{};
+  });
+  const std::uint64_t gather_ticket = space.last_ticket();
+  CHECK(StreamTicket::stream(update_ticket) == amsp::stream_id::communication);
+  CHECK(StreamTicket::stream(gather_ticket) == amsp::stream_id::gather);
+  CHECK(StreamTicket::position(gather_ticket) == 1);
+  space.user_after(gather_ticket);  // would hang if the gather queued (or its ticket counted) behind the blocker
+  CHECK(seen == 42);
+  release_blocker = true;
+  blocker.wait();
+  gather.wait();
+  update.wait();
 }
 
 TEST_CASE("a simulated device space gives the host engine's bits on every plan") {

@@ -73,6 +73,17 @@ template <class C>
   else return true;
 }
 
+/// A communicator split from `c` for collectives issued from another thread beside those of c's
+/// other communicators (an engine space's gather stream): `c.split_on_own_stream(groups)` where
+/// the backend has it (NCCL, whose split communicators otherwise share their parent's stream, on
+/// which two threads' collectives would queue in an order that differs between ranks: a
+/// deadlock), else `c.split(groups)`. Collective.
+template <class C>
+[[nodiscard]] C split_for_concurrent_calls(C& c, const GroupSet& groups) {
+  if constexpr (requires { c.split_on_own_stream(groups); }) return c.split_on_own_stream(groups);
+  else return c.split(groups);
+}
+
 /// Whether `C` can order its own collectives after the work enqueued on `Stream` so far without
 /// the caller waiting (a member `order_after_stream(Stream)`: NCCL records an event on the stream
 /// and makes its own stream wait for it). A device execution space uses it before each

@@ -3,7 +3,8 @@
 // amsp/comm/traffic_counter.hpp). It forwards every call unchanged and records, on the calling
 // rank, the collective's full buffer S and the ring-convention bytes this rank sends: blocking
 // calls once they returned, asynchronous ones when issued. Optional members of the wrapped
-// communicator (concurrent_calls_allowed, order_after_stream) are forwarded where it has them.
+// communicator (concurrent_calls_allowed, order_after_stream, split_on_own_stream) are forwarded
+// where it has them.
 //
 //   auto counter = std::make_shared<amsp::comm::TrafficCounter>(mesh);
 //   amsp::comm::CountingCommunicator world(std::move(inner), counter);
@@ -109,16 +110,23 @@ public:
 
   /// Splits the wrapped communicator; the result shares the counter and maps its members (ranks
   /// of this communicator in `groups`) to world ranks.
-  [[nodiscard]] CountingCommunicator split(const GroupSet& groups) {
-    C sub = inner_.split(groups);
+  [[nodiscard]] CountingCommunicator split(const GroupSet& groups) { return counted(inner_.split(groups), groups); }
+  /// Forwarded where the wrapped communicator has it (NCCL), so that an engine's gather stream
+  /// gets its own stream under the counter too (comm::split_for_concurrent_calls).
+  [[nodiscard]] CountingCommunicator split_on_own_stream(const GroupSet& groups)
+    requires requires(C& c, const GroupSet& g) { c.split_on_own_stream(g); }
+  {
+    return counted(inner_.split_on_own_stream(groups), groups);
+  }
+
+private:
+  [[nodiscard]] CountingCommunicator counted(C sub, const GroupSet& groups) {
     const RankGroup& group = groups.groups()[static_cast<std::size_t>(detail::group_index_of(groups, rank()))];
     std::vector<int> world;
     world.reserve(group.ranks.size());
     for (int r : group.ranks) world.push_back(members_[static_cast<std::size_t>(r)]);
     return CountingCommunicator(std::move(sub), counter_, std::move(world));
   }
-
-private:
   CountingCommunicator(C inner, std::shared_ptr<TrafficCounter> counter, std::vector<int> members)
       : inner_(std::move(inner)), counter_(std::move(counter)), members_(std::move(members)) {}
 

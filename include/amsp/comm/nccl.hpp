@@ -14,7 +14,8 @@
 //       llm.c-style trainer has both): amsp owns neither and finalises or destroys nothing.
 // owns_communicator() / owns_stream() say which. split() (ncclCommSplit, color = group index,
 // key = position) always owns the sub-communicator it creates, which shares its parent's stream,
-// so that all operations stay in issue order.
+// so that all operations stay in issue order; split_on_own_stream() gives it a new stream of its
+// own, for collectives issued from another thread (an engine's gather stream).
 //
 // - Buffer conventions are NCCL's own, so nothing is translated; bf16 and fp16 are native NCCL
 //   types (NCCL's reductions compute in fp32 and round to the element type at each step), avg is
@@ -268,7 +269,22 @@ public:
 
   /// ncclCommSplit with color = the caller's group index and key = its position; the result is
   /// owned (whatever the parent), shares the parent's stream, world and options. Collective.
-  [[nodiscard]] NcclCommunicator split(const GroupSet& groups) {
+  [[nodiscard]] NcclCommunicator split(const GroupSet& groups) { return split_onto(groups, comm_->stream_ref()); }
+
+  /// As split(), but the result enqueues on a new stream of its own (owned, on this communicator's
+  /// device): for collectives issued from another thread beside this world's other communicators
+  /// (an engine's gather stream, comm::split_for_concurrent_calls). On one shared stream the two
+  /// threads' collectives would queue in one FIFO in an order that differs between ranks, each
+  /// rank's kernel waiting for a peer's queued behind another: a deadlock. Collective.
+  [[nodiscard]] NcclCommunicator split_on_own_stream(const GroupSet& groups) {
+    const detail::CurrentDevice device(comm_->device());
+    auto stream = std::make_shared<detail::CudaStream>();
+    const cudaStream_t raw = stream->get();
+    return split_onto(groups, {std::move(stream), raw});
+  }
+
+private:
+  [[nodiscard]] NcclCommunicator split_onto(const GroupSet& groups, detail::NcclStream stream) {
     detail::check_split(groups, size_);
     const detail::CurrentDevice device(comm_->device());
     const int color = detail::group_index_of(groups, rank_);
@@ -285,7 +301,7 @@ public:
       throw;
     }
     check(*sub != nullptr, "comm.nccl", "ncclCommSplit returned no communicator for group ", color);
-    auto core = std::make_shared<detail::NcclComm>(*sub, true, comm_->stream_ref(), comm_->world(), comm_->timeout(),
+    auto core = std::make_shared<detail::NcclComm>(*sub, true, std::move(stream), comm_->world(), comm_->timeout(),
                                                    key, group.size());
     core->wait_ready(what);
     NcclCommunicator result_comm(std::move(core));
@@ -295,7 +311,6 @@ public:
     return result_comm;
   }
 
-private:
   explicit NcclCommunicator(std::shared_ptr<detail::NcclComm> comm) : comm_(std::move(comm)) {
     int device = 0;
     detail::check_nccl(ncclCommUserRank(comm_->get(), &rank_), "ncclCommUserRank");

@@ -7,25 +7,27 @@
 //       comm, mesh, plan, rule, buckets, options, amsp::CudaStreams{.user = my_stream});
 //
 // Memory: every store (P, G, OS, the fp32 OS gradients) and every scratch buffer is device memory
-// (stream_ordered_buffer below). Stores and the step control are allocated at construction; the scratch pools
+// (detail::stream_ordered_buffer, amsp/engine/detail/cuda_stream_memory.hpp). Stores and the step control are allocated at construction; the scratch pools
 // grow only while the schedule reaches its high-water mark (the first micro-batches of the first
 // step, and again only if the call pattern changes), never in a steady-state step.
 //
-// Streams (docs/engine.md, "The CUDA space"): the space owns a communication stream and one host
-// worker thread (the FIFO of HostAsync). The schedule's tasks run on the worker, which enqueues
-// the device operations (amsp/engine/device_ops.cuh) on the communication stream and issues the
-// collectives; a task's event completes once its device work has (the worker synchronises the
-// communication stream at the end of each task). Before each collective the collective is ordered
-// after the stream's work so far: by an event when its communicator can order its own stream
-// after another (order_after_stream: NCCL), else by synchronising the stream, which the threads
-// backend over device memory needs ("the caller's writes are complete when it calls"). The
+// Streams (docs/engine.md, "The CUDA space"): the space owns two CUDA streams, each with one host
+// worker thread (the two FIFOs of HostAsync): the communication stream (reductions, OS stage,
+// update, spread) and the gather stream (the prefetch AllGathers, on a communicator of their own,
+// each started once its bucket's update task has finished). The schedule's tasks run on the
+// workers, which enqueue the device operations (amsp/engine/device_ops.cuh) on their stream and
+// issue the collectives; a task's event completes once its device work has (the worker
+// synchronises its stream at the end of each task). Before each collective the collective is
+// ordered after the issuing stream's work so far: by an event when its communicator can order its
+// own stream after another (order_after_stream: NCCL), else by synchronising the stream, which the
+// threads backend over device memory needs ("the caller's writes are complete when it calls"). The
 // caller's thread never waits inside a step:
-//   - the stream after the user (gradients handed in, buffers released, step): a CUDA event is
-//     recorded on the user's stream by the caller and waited (cudaStreamWaitEvent) by the worker
-//     at the task's position in the FIFO;
-//   - the user after the stream (gather(b), a G store handed out): every ticketed task bumps a
-//     counter in host-mapped memory when its device work is done; a one-thread kernel on the
-//     user's stream spins (with __nanosleep) until the counter reaches the task's ticket, so the
+//   - the streams after the user (gradients handed in, buffers released, step): a CUDA event is
+//     recorded on the user's stream by the caller and waited (cudaStreamWaitEvent) by each worker
+//     at the task's position in its FIFO;
+//   - the user after a stream (gather(b), a G store handed out): every ticketed task bumps its
+//     stream's counter in host-mapped memory when its device work is done; a one-thread kernel on
+//     the user's stream spins (with __nanosleep) until that counter reaches the task's ticket, so the
 //     user's next kernels run after the gather without the caller waiting;
 //   - a scratch slot handed back to the user (grad_buffer): the user's stream waits for an event
 //     recorded on the communication stream, which covers every read of the slot enqueued before.
@@ -44,9 +46,6 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <limits>
-#include <type_traits>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -57,6 +56,7 @@
 #include "amsp/core/cuda_buffer.hpp"
 #include "amsp/core/cuda_check.hpp"
 #include "amsp/core/memory_space.hpp"
+#include "amsp/engine/detail/cuda_stream_memory.hpp"
 #include "amsp/engine/device_ops.cuh"
 #include "amsp/engine/host_memory.hpp"
 #include "amsp/engine/options.hpp"
@@ -78,121 +78,22 @@ struct CudaStreams {
 
 namespace detail {
 
-/// The user's stream waits until the worker has finished the task with `ticket` (a template: a
-/// kernel defined in a header must not be defined once per translation unit).
+/// The user's stream waits until a worker has finished the task at `position` of its stream (a
+/// template: a kernel defined in a header must not be defined once per translation unit).
 template <class Counter>
-__global__ void wait_for_ticket_kernel(const volatile Counter* completed, Counter ticket) {
-  while (*completed < ticket) __nanosleep(2000);
+__global__ void wait_for_ticket_kernel(const volatile Counter* completed, Counter position) {
+  while (*completed < position) __nanosleep(2000);
 }
 
-inline void cuda_call(cudaError_t result, const char* what) { check_cuda(result, "cuda.runtime", what); }
-
-/// Events recorded by one thread and waited by another; reused once waited (a wait captures the
-/// event's state when it is enqueued), so a steady-state step creates none.
-class CudaEventPool {
-public:
-  CudaEventPool() = default;
-  CudaEventPool(const CudaEventPool&) = delete;
-  CudaEventPool& operator=(const CudaEventPool&) = delete;
-  ~CudaEventPool() {
-    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);
-  }
-  [[nodiscard]] cudaEvent_t take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        const cudaEvent_t e = free_.back();
-        free_.pop_back();
-        return e;
-      }
-    }
-    cudaEvent_t e{};
-    cuda_call(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    return e;
-  }
-  void give(cudaEvent_t e) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(e);
-  }
-
-private:
-  std::mutex mutex_;
-  std::vector<cudaEvent_t> free_;
-};
-
-/// The stream device memory of the current device is allocated and zeroed on: one of its own per
-/// device (never destroyed), so that an allocation neither waits for nor is waited by the engine's
-/// or the user's streams.
-inline cudaStream_t allocation_stream() {
-  int device = 0;
-  cuda_call(cudaGetDevice(&device), "cudaGetDevice");
-  static std::mutex mutex;
-  static std::vector<cudaStream_t> streams;  // by device
-  std::lock_guard lock(mutex);
-  if (streams.size() <= static_cast<std::size_t>(device)) streams.resize(static_cast<std::size_t>(device) + 1);
-  cudaStream_t& stream = streams[static_cast<std::size_t>(device)];
-  if (stream == nullptr)
-    cuda_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (allocations)");
-  return stream;
-}
-
-/// The stores and scratch of CudaAsync: zeroed device memory from cudaMallocAsync and
-/// cudaMemsetAsync on allocation_stream(), synchronised with that stream alone. Not cuda_buffer's
-/// cudaMalloc + cudaMemset on purpose: cudaMemset runs on the legacy default stream, which waits
-/// for every blocking stream, and the user's stream (e.g. the per-thread default stream) may hold
-/// a ticket wait for the very task that grows a scratch pool in the first step: a deadlock.
-template <class T>
-class stream_ordered_buffer {
-  static_assert(std::is_trivially_copyable_v<T>);
-
-public:
-  stream_ordered_buffer() = default;
-  explicit stream_ordered_buffer(std::size_t count) : size_(count) {
-    if (count == 0) return;
-    check(count <= std::numeric_limits<std::size_t>::max() / sizeof(T), "buffer.size", "device buffer of ", count,
-          " elements of ", sizeof(T), " bytes overflows size_t");
-    const cudaStream_t stream = allocation_stream();
-    void* p = nullptr;
-    check_cuda(cudaMallocAsync(&p, count * sizeof(T), stream), "cuda.malloc", "cudaMallocAsync of ",
-               count * sizeof(T), " bytes");
-    data_ = static_cast<T*>(p);
-    const cudaError_t zeroed = cudaMemsetAsync(p, 0, count * sizeof(T), stream);
-    const cudaError_t synced = zeroed == cudaSuccess ? cudaStreamSynchronize(stream) : zeroed;
-    if (synced != cudaSuccess) {
-      release();
-      check_cuda(synced, "cuda.memset", "zeroing a new device buffer");
-    }
-  }
-  stream_ordered_buffer(const stream_ordered_buffer&) = delete;
-  stream_ordered_buffer& operator=(const stream_ordered_buffer&) = delete;
-  stream_ordered_buffer(stream_ordered_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  stream_ordered_buffer& operator=(stream_ordered_buffer&& other) noexcept {
-    if (this != &other) {
-      release();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  /// The engine destroys its buffers after its space synchronised every stream that used them.
-  ~stream_ordered_buffer() { release(); }
-
-  [[nodiscard]] T* data() noexcept { return data_; }
-  [[nodiscard]] const T* data() const noexcept { return data_; }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
-
-private:
-  void release() noexcept {
-    if (data_ != nullptr) (void)cudaFreeAsync(data_, allocation_stream());
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
+/// One stream of CudaAsync: the CUDA stream, the worker thread that enqueues on it and issues its
+/// collectives, and the count of its finished tasks in host-mapped memory (the user's stream
+/// spins on it).
+struct CudaSpaceStream {
+  cudaStream_t stream{};
+  volatile unsigned long long* completed = nullptr;   // host view of the counter
+  unsigned long long* completed_on_device = nullptr;  // device view of the same word
+  std::uint64_t submitted = 0;                        // caller's thread only
+  std::optional<comm::detail::OrderedWorker> worker{std::in_place};
 };
 
 }  // namespace detail
@@ -200,10 +101,10 @@ private:
 class CudaMemory;
 
 /// The CUDA execution space (see the header comment). One per engine; not movable.
-class CudaAsync : public FifoStreamOperations<CudaAsync> {
+class CudaAsync : public TwoStreamOperations<CudaAsync> {
 public:
   static constexpr bool asynchronous = true;
-  static constexpr bool concurrent_streams = false;  // one FIFO issues every collective
+  static constexpr bool concurrent_streams = true;  // the gather stream issues its own collectives
   using config = CudaStreams;
   using memory_type = CudaMemory;
 
@@ -213,108 +114,141 @@ public:
           "stream (the threads backend's per-thread streams among them) waits for: pass a stream of your own "
           "or cudaStreamPerThread");
     detail::cuda_call(cudaGetDevice(&device_), "cudaGetDevice");
-    detail::cuda_call(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    void* mapped = nullptr;
-    const cudaError_t allocated = cudaHostAlloc(&mapped, sizeof(unsigned long long), cudaHostAllocMapped);
-    if (allocated != cudaSuccess) {
-      (void)cudaStreamDestroy(comm_);
-      detail::cuda_call(allocated, "cudaHostAlloc of the task counter");
+    try {
+      void* mapped = nullptr;
+      detail::cuda_call(cudaHostAlloc(&mapped, 2 * sizeof(unsigned long long), cudaHostAllocMapped),
+                        "cudaHostAlloc of the task counters");
+      counters_ = static_cast<volatile unsigned long long*>(mapped);
+      unsigned long long* on_device = nullptr;
+      detail::cuda_call(cudaHostGetDevicePointer(&on_device, mapped, 0), "cudaHostGetDevicePointer");
+      for (const stream_id id : {stream_id::communication, stream_id::gather}) {
+        detail::CudaSpaceStream& s = stream(id);
+        const auto index = static_cast<unsigned>(id);
+        s.completed = counters_ + index;
+        *s.completed = 0;
+        s.completed_on_device = on_device + index;
+        detail::cuda_call(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      }
+    } catch (...) {
+      release();
+      throw;
     }
-    completed_ = static_cast<volatile unsigned long long*>(mapped);
-    *completed_ = 0;
-    detail::cuda_call(cudaHostGetDevicePointer(&completed_on_device_, mapped, 0), "cudaHostGetDevicePointer");
   }
   CudaAsync(const CudaAsync&) = delete;
   CudaAsync& operator=(const CudaAsync&) = delete;
   ~CudaAsync() {
-    worker_.reset();  // runs every queued task: every ticket completes
-    (void)cudaStreamSynchronize(comm_);
-    (void)cudaStreamSynchronize(user_);  // the spinning waits read the counter until they return
-    (void)cudaFreeHost(const_cast<unsigned long long*>(completed_));
-    (void)cudaStreamDestroy(comm_);
+    gather_.worker.reset();  // first: its tasks may wait for the communication stream's events
+    comm_.worker.reset();    // runs every queued task: every ticket completes
+    (void)cudaStreamSynchronize(gather_.stream);
+    (void)cudaStreamSynchronize(comm_.stream);
+    (void)cudaStreamSynchronize(user_);  // the spinning waits read the counters until they return
+    release();
   }
 
-  // The space operations of amsp/engine/space.hpp: FifoStreamOperations (one FIFO and one stream,
-  // every event is already in order).
+  // The space operations of amsp/engine/space.hpp: TwoStreamOperations over enqueue() below.
 
   // ---- the hooks of amsp/engine/space_memory.hpp (called by the caller's thread) -----------------
-  [[nodiscard]] std::uint64_t last_ticket() const { return submitted_; }
+  [[nodiscard]] std::uint64_t last_ticket() const { return last_ticket_; }
 
   void user_after(std::uint64_t ticket) {
+    const detail::CudaSpaceStream& s = stream(StreamTicket::stream(ticket));
+    const unsigned long long position = StreamTicket::position(ticket);
     const unsigned long long completed =
-        __atomic_load_n(const_cast<const unsigned long long*>(completed_), __ATOMIC_ACQUIRE);
-    if (ticket == 0 || completed >= ticket) return;  // done already: nothing to wait for
-    detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(completed_on_device_,
-                                                                          static_cast<unsigned long long>(ticket));
+        __atomic_load_n(const_cast<const unsigned long long*>(s.completed), __ATOMIC_ACQUIRE);
+    if (position == 0 || completed >= position) return;  // done already: nothing to wait for
+    detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(s.completed_on_device, position);
     detail::cuda_call(cudaGetLastError(), "the launch of the ticket wait on the user's stream");
   }
 
+  /// Both streams: the communication stream's reductions and update read the user's writes, the
+  /// gather stream's AllGathers overwrite gather slots the user's kernels read before release().
   void comm_after_user() {
-    const cudaEvent_t e = events_.take();
-    detail::cuda_call(cudaEventRecord(e, user_), "cudaEventRecord on the user's stream");
-    // At the task's place in the FIFO: a wait enqueued now could land before stream work of earlier
-    // tasks that the user's stream itself waits for (a cycle).
-    (void)worker_->submit([this, e] {
-      const cudaError_t current = cudaSetDevice(device_);
-      const cudaError_t waited = current == cudaSuccess ? cudaStreamWaitEvent(comm_, e, 0) : current;
-      events_.give(e);
-      detail::cuda_call(waited, "cudaStreamWaitEvent of the communication stream");
-    });
+    for (detail::CudaSpaceStream* s : {&comm_, &gather_}) {
+      const cudaEvent_t e = events_.take();
+      detail::cuda_call(cudaEventRecord(e, user_), "cudaEventRecord on the user's stream");
+      // At the task's place in the FIFO: a wait enqueued now could land before stream work of earlier
+      // tasks that the user's stream itself waits for (a cycle).
+      (void)s->worker->submit([this, s, e] {
+        const cudaError_t current = cudaSetDevice(device_);
+        const cudaError_t waited = current == cudaSuccess ? cudaStreamWaitEvent(s->stream, e, 0) : current;
+        events_.give(e);
+        detail::cuda_call(waited, "cudaStreamWaitEvent of the engine's stream on the user's");
+      });
+    }
   }
 
   void user_after_comm() {
     const cudaEvent_t e = events_.take();
-    const cudaError_t recorded = cudaEventRecord(e, comm_);
+    const cudaError_t recorded = cudaEventRecord(e, comm_.stream);
     const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(user_, e, 0) : recorded;
     events_.give(e);
     detail::cuda_call(waited, "ordering the user's stream after the communication stream");
   }
 
-  /// On the worker, right before each collective on `comm`: the collective reads what the work
-  /// enqueued on the communication stream so far wrote. A communicator that runs its collectives
-  /// on a stream of its own and can order that stream after another (order_after_stream: NCCL)
-  /// waits for an event there, and the worker does not wait; any other (the threads backend over
-  /// device memory reads the buffers on the calling thread) gets the stream synchronised.
+  /// On a worker, right before each collective on `comm`: the collective reads what the work
+  /// enqueued on that worker's stream so far wrote (the gather stream: its waits for the user's
+  /// reads of the slot it overwrites). A communicator that runs its collectives on a stream of its
+  /// own and can order that stream after another (order_after_stream: NCCL) waits for an event
+  /// there, and the worker does not wait; any other (the threads backend over device memory reads
+  /// the buffers on the calling thread) gets the stream synchronised.
   template <class Comm>
   void before_collective(Comm& comm) {
-    if constexpr (comm::orders_after_stream<Comm, cudaStream_t>) comm.order_after_stream(comm_);
-    else detail::cuda_call(cudaStreamSynchronize(comm_), "cudaStreamSynchronize");
+    const cudaStream_t s = issuing_stream_ != nullptr ? issuing_stream_ : comm_.stream;
+    if constexpr (comm::orders_after_stream<Comm, cudaStream_t>) comm.order_after_stream(s);
+    else detail::cuda_call(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
 
-  [[nodiscard]] cudaStream_t comm_stream() const noexcept { return comm_; }
+  [[nodiscard]] cudaStream_t comm_stream() const noexcept { return comm_.stream; }
+  [[nodiscard]] cudaStream_t gather_stream() const noexcept { return gather_.stream; }
   [[nodiscard]] cudaStream_t user_stream() const noexcept { return user_; }
 
 private:
-  friend class FifoStreamOperations<CudaAsync>;
-  // A ticketed task: run it, let its device work finish, then publish its ticket (also when it
-  // failed, so that no user-stream wait outlives the task; the error reaches the host through the
-  // handle).
-  comm::Handle enqueue(std::function<void()> task) {
-    const std::uint64_t ticket = ++submitted_;
-    return worker_->submit([this, t = std::move(task), ticket] {
+  friend class TwoStreamOperations<CudaAsync>;
+  detail::CudaSpaceStream& stream(stream_id id) { return id == stream_id::gather ? gather_ : comm_; }
+  const detail::CudaSpaceStream& stream(stream_id id) const { return id == stream_id::gather ? gather_ : comm_; }
+
+  // A ticketed task on stream `id`'s worker: run it, let its device work finish, then publish its
+  // position (also when it failed, so that no user-stream wait outlives the task; the error
+  // reaches the host through the handle). A gather task ordered after an update (launch_after)
+  // starts once the update's task has finished, device work included, so the AllGather reads the
+  // updated P store with no device-side wait of its own (docs/engine.md, "The CUDA space").
+  comm::Handle enqueue(stream_id id, std::function<void()> task) {
+    detail::CudaSpaceStream& s = stream(id);
+    const std::uint64_t position = ++s.submitted;
+    last_ticket_ = StreamTicket::make(id, position);
+    return s.worker->submit([this, &s, t = std::move(task), position] {
       std::exception_ptr failure;
       try {
         // The worker's kernels, streams and allocations are on the engine's device.
         detail::cuda_call(cudaSetDevice(device_), "cudaSetDevice on the engine's worker thread");
+        issuing_stream_ = s.stream;
         t();
       } catch (...) {
         failure = std::current_exception();
       }
-      const cudaError_t synced = cudaStreamSynchronize(comm_);
-      __atomic_store_n(const_cast<unsigned long long*>(completed_), ticket, __ATOMIC_RELEASE);
+      const cudaError_t synced = cudaStreamSynchronize(s.stream);
+      __atomic_store_n(const_cast<unsigned long long*>(s.completed), position, __ATOMIC_RELEASE);
       if (failure) std::rethrow_exception(failure);
       detail::cuda_call(synced, "cudaStreamSynchronize at the end of a task");
     });
   }
 
+  void release() noexcept {
+    for (detail::CudaSpaceStream* s : {&comm_, &gather_})
+      if (s->stream != nullptr) (void)cudaStreamDestroy(std::exchange(s->stream, nullptr));
+    if (counters_ != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(std::exchange(counters_, nullptr)));
+  }
+
+  // The stream whose worker is running the current task (each worker serves one stream of one space).
+  static inline thread_local cudaStream_t issuing_stream_ = nullptr;
+
   cudaStream_t user_;
   int device_ = 0;  // the current device at construction: the engine's
-  cudaStream_t comm_{};
-  volatile unsigned long long* completed_ = nullptr;     // host view of the counter
-  unsigned long long* completed_on_device_ = nullptr;    // device view of the same memory
-  std::uint64_t submitted_ = 0;                          // caller's thread only
+  volatile unsigned long long* counters_ = nullptr;  // host-mapped: both streams' completion counters
+  std::uint64_t last_ticket_ = 0;                    // caller's thread only
   detail::CudaEventPool events_;
-  std::optional<comm::detail::OrderedWorker> worker_{std::in_place};  // last: stopped first
+  detail::CudaSpaceStream comm_;
+  detail::CudaSpaceStream gather_;  // last: its worker is stopped first (the destructor does so explicitly too)
 };
 
 /// The memory operations of CudaAsync (the interface of amsp::HostMemory): device stores, the

@@ -24,11 +24,12 @@
 // Spaces: HostSerial (tasks run on the caller's thread when submitted; the behaviour before
 // spaces existed) and HostAsync (each stream is one worker thread with a FIFO; an event is the
 // completion flag of a task, set and read under a mutex, so a host access without the wait is a
-// data race that ThreadSanitizer reports). A CUDA space would map the same operations to a
-// communication stream and a gather stream, cudaEventRecord and cudaStreamWaitEvent
-// (docs/engine.md).
+// data race that ThreadSanitizer reports). amsp::CudaAsync (amsp/engine/cuda_space.cuh) maps
+// the same operations to a communication stream and a gather stream of CUDA, each issued by a
+// worker thread (docs/engine.md).
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -169,26 +170,61 @@ std::function<void()> completed_collectives(F&& collectives) {
     wait_all(handles);
   };
 }
+
+/// The same task run on another stream after `event` (launch_after): `event` is replaced by a
+/// handle the host waits as before; the task waits the same event first (its error still reaches
+/// the host's wait) and, if the event failed, fails with rule engine.stream_failed without
+/// running `collectives`, which would read what the failed work did not finish.
+template <class F>
+std::function<void()> collectives_after(comm::Handle& event, F&& collectives) {
+  std::function<void()> task = completed_collectives(std::forward<F>(collectives));
+  if (!event.pending()) return task;
+  auto shared = std::make_shared<SharedEventState>(std::move(event));
+  event = comm::Handle(shared);
+  return [shared, task = std::move(task)] {
+    check(shared->settled(), "engine.stream_failed",
+          "the work this gather was ordered after failed (its error is thrown where the host waits for it)");
+    task();
+  };
+}
 }  // namespace detail
 
-/// The space operations of a space whose every task runs on one FIFO stream, in terms of
-/// Derived::enqueue(std::function<void()>) -> comm::Handle (CudaAsync; the tests' simulated
-/// device): a prefetch needs no event of its own (the FIFO runs it after the update it follows)
-/// and order_after has nothing to order.
+/// The two streams of an asynchronous space: the communication stream (reductions, OS stage,
+/// update, spread) and the gather stream (the prefetch AllGathers).
+enum class stream_id : unsigned { communication = 0, gather = 1 };
+
+/// A device space's ticket: the stream of a task and its position on that stream's FIFO (from 1)
+/// in one word, 0 for no task. Each stream counts its own completions, so the user's compute
+/// waits a ticket against its stream's counter (the streams complete in no common order).
+struct StreamTicket {
+  [[nodiscard]] static constexpr std::uint64_t make(stream_id stream, std::uint64_t position) {
+    return position << 1 | static_cast<std::uint64_t>(stream);
+  }
+  [[nodiscard]] static constexpr stream_id stream(std::uint64_t ticket) {
+    return static_cast<stream_id>(ticket & 1);
+  }
+  [[nodiscard]] static constexpr std::uint64_t position(std::uint64_t ticket) { return ticket >> 1; }
+};
+
+/// The space operations of a space with two FIFO streams, in terms of
+/// Derived::enqueue(stream_id, std::function<void()>) -> comm::Handle (HostAsync, CudaAsync, the
+/// tests' simulated device): submit and launch run on the communication stream, launch_after on
+/// the gather stream after its event (detail::collectives_after), and order_after has nothing to
+/// order (every event of the communication stream is on its one FIFO).
 template <class Derived>
-class FifoStreamOperations {
+class TwoStreamOperations {
 public:
   template <class F>
   comm::Handle submit(F&& task) {
-    return self().enqueue(std::function<void()>(std::forward<F>(task)));
+    return self().enqueue(stream_id::communication, std::function<void()>(std::forward<F>(task)));
   }
   template <class F>
   comm::Handle launch(F&& collectives) {
-    return self().enqueue(detail::completed_collectives(std::forward<F>(collectives)));
+    return self().enqueue(stream_id::communication, detail::completed_collectives(std::forward<F>(collectives)));
   }
   template <class F>
-  comm::Handle launch_after(comm::Handle& /*event: earlier in the FIFO*/, F&& collectives) {
-    return launch(std::forward<F>(collectives));
+  comm::Handle launch_after(comm::Handle& event, F&& collectives) {
+    return self().enqueue(stream_id::gather, detail::collectives_after(event, std::forward<F>(collectives)));
   }
   void order_after(comm::Handle&) {}
 
@@ -225,38 +261,18 @@ struct HostSerial {
 /// order; submit, launch and launch_after return at once. The communication stream runs the
 /// reductions, the OS stage, the update and the spread; the gather stream runs the prefetch
 /// AllGathers, each after the update of its own bucket (launch_after), so that the next forward's
-/// first gather does not queue behind every bucket's update. Events of the communication stream
-/// need no ordering among themselves (FIFO), so order_after is a no-op for them.
-class HostAsync {
+/// first gather does not queue behind every bucket's update.
+class HostAsync : public TwoStreamOperations<HostAsync> {
 public:
   static constexpr bool asynchronous = true;
   static constexpr bool concurrent_streams = true;
 
-  template <class F>
-  comm::Handle submit(F&& task) {
-    return stream_.submit(std::function<void()>(std::forward<F>(task)));
-  }
-  template <class F>
-  comm::Handle launch(F&& collectives) {
-    return stream_.submit(detail::completed_collectives(std::forward<F>(collectives)));
-  }
-  /// `event` (of the communication stream) is replaced by a handle the host waits as before; the
-  /// gather stream waits the same event first. A failed event fails the task (rule
-  /// engine.stream_failed) without running `collectives`; the event's own error reaches the host.
-  template <class F>
-  comm::Handle launch_after(comm::Handle& event, F&& collectives) {
-    if (!event.pending()) return gather_stream_.submit(detail::completed_collectives(std::forward<F>(collectives)));
-    auto shared = std::make_shared<detail::SharedEventState>(std::move(event));
-    event = comm::Handle(shared);
-    return gather_stream_.submit([shared, task = detail::completed_collectives(std::forward<F>(collectives))]() mutable {
-      check(shared->settled(), "engine.stream_failed",
-            "the work this gather was ordered after failed (its error is thrown where the host waits for it)");
-      task();
-    });
-  }
-  void order_after(comm::Handle&) {}  // every event of the communication stream is on its one FIFO
-
 private:
+  friend class TwoStreamOperations<HostAsync>;
+  comm::Handle enqueue(stream_id stream, std::function<void()> task) {
+    return (stream == stream_id::gather ? gather_stream_ : stream_).submit(std::move(task));
+  }
+
   comm::detail::OrderedWorker stream_;
   // Declared last, destroyed first: its tasks may wait for the communication stream's events.
   comm::detail::OrderedWorker gather_stream_;

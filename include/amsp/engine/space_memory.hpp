@@ -8,7 +8,8 @@
 //                               constructed from the space
 //   typename S::config          what the engine's constructor takes to build the space
 //                               (amsp::CudaAsync: the user's compute stream)
-//   s.last_ticket()             the position of the last task submitted (FIFO), for user_after
+//   s.last_ticket()             the ticket of the last task submitted, on either stream (its
+//                               stream and FIFO position: amsp::StreamTicket), for user_after
 //   s.user_after(ticket)        the user's later compute waits for that task, the host does not
 //   s.comm_after_user()         the stream's later work waits for the user's compute so far
 //   s.user_after_comm()         the user's later compute waits for the stream's work so far

@@ -23,6 +23,7 @@
 #include <utility>
 #include <variant>
 
+#include "amsp/comm/communicator.hpp"
 #include "amsp/engine/buffer_pool.hpp"
 #include "amsp/sharding/groups.hpp"
 
@@ -72,7 +73,7 @@ struct ShardedParams {
 
 private:
   static GatherComm<Comm, own_gather_comm> split_gather(Comm& world, const GroupSet& p_groups) {
-    if constexpr (own_gather_comm) return GatherComm<Comm, true>(world.split(p_groups));
+    if constexpr (own_gather_comm) return GatherComm<Comm, true>(comm::split_for_concurrent_calls(world, p_groups));
     else return {};
   }
 };
