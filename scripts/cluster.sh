@@ -10,8 +10,8 @@
 # Environment: AMSP_CLUSTER_NAME (amspn; the prefix of every name, so that a test's cluster and a
 # user's can coexist), AMSP_CLUSTER_STATE (/run/$AMSP_CLUSTER_NAME), AMSP_CLUSTER_COLL (pinned),
 # AMSP_CLUSTER_CPUS (node: each node's processes on CPUs of their own; none: every CPU for all),
-# AMSP_CLUSTER_BURST (64kb: each token bucket's burst, tc size syntax; what an idle link lets
-# through at once above the rate, docs/cluster.md).
+# AMSP_CLUSTER_BURST (each token bucket's burst, tc size syntax: what an idle link lets through at
+# once above the rate; default 1.5 ms of the rate, at least two 9000-byte frames; docs/cluster.md).
 #
 # Topology: every object lives in a network namespace this script creates, nothing in the host's:
 # a switch namespace (amspn-sw) holds a bridge; each node namespace (amspn-n<k>) and the launcher
@@ -63,8 +63,20 @@ plug() {
   ip -n "$ns" link set eth0 up
 }
 
-# Token bucket: burst of 64 KiB by default (several 9000-byte frames, above rate/HZ up to ~5 Gbit/s).
-shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "${AMSP_CLUSTER_BURST:-64kb}" latency 100ms; }
+# Token bucket. Its burst is what an idle link lets through at once: a real link gives nothing of
+# the kind, but tbf needs a burst of at least rate/timer-frequency to reach its rate. Default
+# 1.5 ms of the rate, at least two 9000-byte frames (18 KB at 100 Mbit/s, 187 KB at 1 Gbit/s):
+# with the former default of 64 KiB every call after a compute segment started with 5 ms of
+# free transfer at 100 Mbit/s (docs/cluster.md, "The token bucket's burst").
+default_burst() {
+  awk -v r="$1" 'BEGIN {
+    match(r, /^[0-9.]+/); n = substr(r, 1, RLENGTH); u = substr(r, RLENGTH + 1)
+    m = (u ~ /^k/) ? 1e3 : (u ~ /^m/) ? 1e6 : (u ~ /^g/) ? 1e9 : (u ~ /^t/) ? 1e12 : 1
+    bytes = n * m / (u ~ /bit$/ ? 8 : 1)
+    b = int(bytes * 0.0015); if (b < 18000) b = 18000; print b }'
+}
+burst_of() { echo "${AMSP_CLUSTER_BURST:-$(default_burst "$1")}"; }
+shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "$(burst_of "$3")" latency 100ms; }
 
 cmd_down() {
   [[ $(id -u) == 0 ]] || skip "needs root"
@@ -114,10 +126,10 @@ cmd_up() {
   [[ $ranks =~ ^[1-9][0-9]?$ ]] || die "R must be 1..99 rank slots, got '$ranks'"
   [[ $rate =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "RATE must be a tc rate such as 1gbit, got '$rate'"
   [[ ${AMSP_CLUSTER_CPUS:-node} =~ ^(node|none)$ ]] || die "AMSP_CLUSTER_CPUS must be node or none, got '$AMSP_CLUSTER_CPUS'"
-  [[ ${AMSP_CLUSTER_BURST:-64kb} =~ ^[1-9][0-9]*(k|kb|m|mb)?$ ]] || die "AMSP_CLUSTER_BURST must be a tc size such as 64kb, got '$AMSP_CLUSTER_BURST'"
+  [[ -z ${AMSP_CLUSTER_BURST:-} || $AMSP_CLUSTER_BURST =~ ^[1-9][0-9]*(k|kb|m|mb)?$ ]] || die "AMSP_CLUSTER_BURST must be a tc size such as 64kb, got '$AMSP_CLUSTER_BURST'"
   require_root_netns
   if [[ -f $STATE/config ]]; then
-    if [[ $(cat "$STATE/config") == "$nodes $ranks $rate" && $(cat "$STATE/burst" 2>/dev/null) == "${AMSP_CLUSTER_BURST:-64kb}" ]] &&
+    if [[ $(cat "$STATE/config") == "$nodes $ranks $rate" && $(cat "$STATE/burst" 2>/dev/null) == "$(burst_of "$rate")" ]] &&
       ip netns list | grep -qw "$SWITCH"; then
       node_cpus "$nodes" >"$STATE/cpus"  # AMSP_CLUSTER_CPUS may differ from the last `up`
       echo "cluster.sh: already up: $nodes nodes x $ranks slots at $rate"
@@ -161,7 +173,7 @@ exec taskset -c "\${cpus:?no CPUs recorded for \$host}" ip netns exec "\$host" u
 EOF
   chmod +x "$STATE/rsh-agent"
   echo "$nodes $ranks $rate" >"$STATE/config"
-  echo "${AMSP_CLUSTER_BURST:-64kb}" >"$STATE/burst"
+  burst_of "$rate" >"$STATE/burst"
   trap - ERR INT TERM
   echo "cluster.sh: up: $nodes nodes x $ranks slots, $rate per node link, $SUBNET.0/24 inside ${PREFIX}-* namespaces; CPUs: $(awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }' "$STATE/cpus")"
 }

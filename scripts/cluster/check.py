@@ -307,8 +307,9 @@ def run_config(a, mesh, rate):
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
             # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
             "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
-            # The token buckets' burst (scripts/cluster.sh); runs saved before the field: 64kb.
-            "burst": os.environ.get("AMSP_CLUSTER_BURST", "64kb"),
+            # The token buckets' burst (scripts/cluster.sh): runs saved before the field had 64kb;
+            # "rate" is cluster.sh's default since 2026-12-04 (1.5 ms of the rate, at least 18000 bytes).
+            "burst": os.environ.get("AMSP_CLUSTER_BURST", "rate"),
             # How amsp-profile issued each collective; runs saved before 2026-12-04 have none (blocking).
             "profile_calls": PROFILE_CALLS,
             "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
