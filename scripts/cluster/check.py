@@ -28,6 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # on the emulated cluster pace large gathers differently (docs/cluster.md, "Blocking and
 # nonblocking calls"); runs before 2026-12-04 timed every call blocking.
 PROFILE_CALLS = "engine"
+# The profile kinds the planner can price with (--profile-kind, besides auto): back to back, gapped,
+# or split (back to back for chained calls, gapped for the calls between compute segments).
+PROFILE_KINDS = ("back-to-back", "gap", "split")
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 
 PLANS = {  # per mesh: the issue's list; MiCS with a group smaller than a node (k = node is hsdp)
@@ -486,7 +489,7 @@ def gap_summary(a, config):
     the steps."""
     if "profile_gap" not in config:
         return
-    for kind in ("back-to-back", "gap", "split"):
+    for kind in PROFILE_KINDS:
         if kind == profile_kind(a, config):
             continue
         other = argparse.Namespace(**vars(a))
@@ -726,7 +729,7 @@ def main():
                     help="also measure a profile with every call after this idle gap (amsp-profile --gap-us; "
                          "0: not measured)")
     ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
-    ap.add_argument("--profile-kind", choices=["auto", "back-to-back", "gap", "split"], default="auto",
+    ap.add_argument("--profile-kind", choices=["auto", *PROFILE_KINDS], default="auto",
                     help="the profile the planner prices with; split: back to back for chained calls, gapped for "
                          "calls between compute segments; auto: back to back for runs with a CPU block per node "
                          "(the default cluster), else the gapped one when the run measured it (the other kinds' "

@@ -188,7 +188,7 @@ int run(int argc, char** argv) {
         char buf[200];
         std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g]", call_list.empty() ? "" : ",",
                       t.name.c_str(), std::string(comm::name_of(c.op)).c_str(), c.group.intra, c.group.inter, c.bytes,
-                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.window == Window::every_micro_batch));
+                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.between_compute()));
         call_list += buf;
       }
       for (const CollectiveCall& c : t.calls)

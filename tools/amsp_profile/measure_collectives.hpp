@@ -96,10 +96,11 @@ enum class CallForms { engine, blocking, nonblocking };
 /// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
 /// training after a compute segment, which back-to-back calls never do), and the mean over the
-/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's). `forms` says which ops are timed as their asynchronous call
-/// waited for at once (MPI: MPI_Iallgather, ... in libnbc) instead of the blocking one (MPI: the
-/// tuned component): a different implementation, which on the emulated cluster moves a different
-/// number of bytes or paces them differently (docs/cluster.md, "Blocking and nonblocking calls").
+/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's). `forms` says
+/// which ops are timed as their asynchronous call waited for at once (MPI: MPI_Iallgather, ... in
+/// libnbc) instead of the blocking one (MPI: the tuned component): a different implementation,
+/// which on the emulated cluster moves a different number of bytes or paces them differently
+/// (docs/cluster.md, "Blocking and nonblocking calls").
 template <comm::communicator C>
 [[nodiscard]] std::vector<ProfileEntry> measure(C& world, const Mesh& mesh, const std::vector<comm::op_kind>& ops,
                                                 const std::vector<std::pair<Factor, GroupSet>>& sets,
@@ -145,6 +146,7 @@ template <comm::communicator C>
         const int iterations = iterations_for(bytes, max_iterations);
         double seconds = 0;
         if (gap.count() > 0) {
+          std::vector<double> every(static_cast<std::size_t>(world.size()));  // each rank's time of a call
           for (int i = 0; i < iterations; ++i) {
             world.barrier();
             std::this_thread::sleep_for(gap);
@@ -154,7 +156,6 @@ template <comm::communicator C>
             // The call is over when its slowest rank is: on a shared link the ranks' transfers
             // finish one after another, and rank 0's alone read up to 4x faster than the link
             // (docs/cluster.md, "Blocking and nonblocking calls").
-            std::vector<double> every(static_cast<std::size_t>(world.size()));
             world.all_gather(&mine, every.data(), 1);
             seconds += *std::max_element(every.begin(), every.end()) / iterations;
           }

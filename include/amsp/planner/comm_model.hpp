@@ -94,13 +94,15 @@ struct CommTerm {
   /// (Cluster::profile_after_compute) and they also wait for their group to come out of compute
   /// (Cluster::between_compute_seconds).
   [[nodiscard]] double seconds(const Cluster& cluster) const {
-    const bool between_compute = window == Window::every_micro_batch;
     double t = 0;
     for (const CollectiveCall& c : calls)
-      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, between_compute) +
-                      (between_compute ? cluster.between_compute_seconds(c.group) : 0.0));
+      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, between_compute()) +
+                      (between_compute() ? cluster.between_compute_seconds(c.group) : 0.0));
     return t;
   }
+  /// True when the term's calls sit between two compute segments (the every-micro-batch window);
+  /// the others are chained after other calls.
+  [[nodiscard]] bool between_compute() const { return window == Window::every_micro_batch; }
   /// Bytes one rank sends per step in this term (ring convention).
   [[nodiscard]] double bytes_per_rank() const {
     double b = 0;
