@@ -31,11 +31,23 @@ expect("ordered right", check.separable_pairs(rows)[1], 1)
 rows[1]["predicted"] = 0.9  # now b is predicted faster than a: the one separable pair is wrong
 expect("ordered wrong", check.separable_pairs(rows)[1], 0)
 
-# Noise floor: repeats (1, 2), (2, 4), (3, 3). Repeat 0 as the prediction of repeat 1: |x/y - 1| =
-# 0.5, 0.5, 0 (median 0.5); repeat 1 of repeat 0: 1, 1, 0 (median 1); Spearman 0.5 both ways.
-floor_error, floor_rho = check.noise_floor([{"repeats": [1, 2]}, {"repeats": [2, 4]}, {"repeats": [3, 3]}])
-expect("floor error", floor_error, 0.75)
-expect("floor spearman", floor_rho, 0.5)
+# Bootstrap floor, by hand: a runs (1.0, 1.4), measured 1.2 (mean); b (1.3, 1.3), 1.3. Drawn
+# again, a's mean is 1.0, 1.2 or 1.4 with probability 1/4, 1/2, 1/4; b stays 1.3. Spearman of
+# two plans is +1 unless a comes out slower (a = 1.4, 1/4): mean 0.5, >= 0.9 in 3/4. The pick (a)
+# is within 5 % of the best unless a = 1.4 (7.7 % over b): 3/4. Median |error| of the two plans:
+# (0.2 + 0) / 2 = 0.1, 0, (1.2 / 1.4 - 1 = 0.1429 + 0) / 2: mean 0.1 / 4 + 0.0714 / 4 = 0.0429.
+floor = check.bootstrap_floor([{"repeats": [1.0, 1.4], "measured": 1.2}, {"repeats": [1.3, 1.3], "measured": 1.3}],
+                              draws=20000)
+expect("floor error", floor[0], 0.1 / 4 + (1 - 1.2 / 1.4) / 2 / 4, 0.003)
+expect("floor spearman", floor[1], 0.5, 0.03)
+expect("floor spearman share", floor[2], 0.75, 0.015)
+expect("floor pick share", floor[3], 0.75, 0.015)
+# Plans measured without noise: every draw is the measurement itself.
+expect("floor without noise", check.bootstrap_floor([{"repeats": [1.0] * 3, "measured": 1.0},
+                                                     {"repeats": [2.0] * 3, "measured": 2.0}], draws=50),
+       (0.0, 1.0, 1.0, 1.0))
+# The estimator: the mean of the runs (a bimodal step: the median jumps between the modes).
+expect("typical step is the mean", check.typical_step([0.07, 0.07, 0.10]), 0.08, 1e-12)
 
 # A linear stand-in for amsp-cluster-predict: serial = base + ring steps x step overhead + calls
 # between compute segments x sync overhead, per plan.
@@ -156,7 +168,7 @@ if check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[1] != "b":
     failures.append("median run of three: the payload of another run")
 expect("median run of four", check.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.0, 0)])[0], 4.0)
 
-# One plan under two labels (same shape, same prediction): one row, repeats pooled (median of
+# One plan under two labels (same shape, same prediction): one row, repeats pooled (typical_step of
 # 0.9, 1.0, 1.1, 1.2, 1.3, 1.4 = 1.15), so neither label's luck decides the pick. By hand:
 # distinct rows x (1.15, predicted 1.0) and y (1.1, predicted 2.0): best y, pick x, 1.15/1.1 - 1.
 twins = [{"plan": "x7", "shape": "s", "repeats": [1.0, 0.9, 1.1], "measured": 1.0, "predicted": 1.0},
@@ -165,7 +177,7 @@ twins = [{"plan": "x7", "shape": "s", "repeats": [1.0, 0.9, 1.1], "measured": 1.
 distinct = check.distinct_plans(twins)
 expect("distinct rows", len(distinct), 2)
 expect("merged label", distinct[0]["plan"], "x7=x13")
-expect("pooled median", distinct[0]["measured"], 1.15)
+expect("pooled typical step (mean and median alike)", distinct[0]["measured"], 1.15)
 expect("merged pick over best", check.summarize(twins)["pick_over_best"], 1.15 / 1.1 - 1)
 # Per label the pick (x7, the first of the two cheapest) reads 1.0 against the best x7 itself.
 expect("per-label pick over best", check.summarize(twins, merge_identical=False)["pick_over_best"], 0.0)
