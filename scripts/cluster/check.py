@@ -100,7 +100,7 @@ def solve_overheads(rows, step0, sync0, fixed_step, fixed_sync):
 
 def analyze(a, config):
     """The planner's prediction next to the measurement of one configuration."""
-    mesh, rate, plans, links = config["mesh"], config["rate"], config["plans"], config["links"]
+    mesh, plans = config["mesh"], config["plans"]
     ranks, nodes = map(int, mesh.split("x"))
     compute_args = compute_model_args(a, config)
     overhead, sync = overheads(a, config, compute_args)
