@@ -21,6 +21,10 @@ import subprocess
 import sys
 import tempfile
 
+# The check's parts, one purpose each; this file holds the planner's model of a run (calibrated
+# overheads, the prediction, the analysis) and the command line. check_measure runs the cluster,
+# check_stats forms the numbers (its STEP_ESTIMATOR is set there by main: typical_step reads it),
+# check_report prints the tables.
 import check_stats
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
 from check_report import print_tables
