@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/cluster/check.py's statistics and its calibration of the overheads, against
+"""scripts/cluster/check.py's statistics (check_stats.py), its readings of amsp-train's output
+(check_measure.py) and its calibration of the overheads (check.py), against
 hand-computed values (no cluster, no planner: the planner is replaced by a linear stand-in whose
 slopes are known). Exit 0 on success, 1 with the failed checks listed."""
 import argparse
@@ -9,6 +10,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster"))
 import check  # noqa: E402
+import check_measure  # noqa: E402
+import check_stats  # noqa: E402
 
 failures = []
 
@@ -19,35 +22,35 @@ def expect(name, got, want, tol=1e-9):
 
 
 # Spearman with a tie: ranks x (0.5, 0.5, 2), y (0, 1, 2): cov 1.5, var 1.5 and 2 -> 1.5 / sqrt(3).
-expect("spearman tie", check.spearman([1, 1, 2], [1, 2, 3]), 1.5 / 3 ** 0.5)
-expect("spearman reversed", check.spearman([1, 2, 3], [3, 2, 1]), -1.0)
+expect("spearman tie", check_stats.spearman([1, 1, 2], [1, 2, 3]), 1.5 / 3 ** 0.5)
+expect("spearman reversed", check_stats.spearman([1, 2, 3], [3, 2, 1]), -1.0)
 
 # Separable pairs: a (1.0..1.1) and b (1.2..1.3) do not overlap; c (1.05..1.25) overlaps both.
 rows = [{"plan": "a", "repeats": [1.0, 1.1], "predicted": 1.0},
         {"plan": "b", "repeats": [1.3, 1.2], "predicted": 2.0},
         {"plan": "c", "repeats": [1.05, 1.25], "predicted": 0.5}]
-expect("separable pairs", check.separable_pairs(rows)[0], 1)
-expect("ordered right", check.separable_pairs(rows)[1], 1)
+expect("separable pairs", check_stats.separable_pairs(rows)[0], 1)
+expect("ordered right", check_stats.separable_pairs(rows)[1], 1)
 rows[1]["predicted"] = 0.9  # now b is predicted faster than a: the one separable pair is wrong
-expect("ordered wrong", check.separable_pairs(rows)[1], 0)
+expect("ordered wrong", check_stats.separable_pairs(rows)[1], 0)
 
 # Bootstrap floor, by hand: a runs (1.0, 1.4), measured 1.2 (mean); b (1.3, 1.3), 1.3. Drawn
 # again, a's mean is 1.0, 1.2 or 1.4 with probability 1/4, 1/2, 1/4; b stays 1.3. Spearman of
 # two plans is +1 unless a comes out slower (a = 1.4, 1/4): mean 0.5, >= 0.9 in 3/4. The pick (a)
 # is within 5 % of the best unless a = 1.4 (7.7 % over b): 3/4. Median |error| of the two plans:
 # (0.2 + 0) / 2 = 0.1, 0, (1.2 / 1.4 - 1 = 0.1429 + 0) / 2: mean 0.1 / 4 + 0.0714 / 4 = 0.0429.
-floor = check.bootstrap_floor([{"repeats": [1.0, 1.4], "measured": 1.2}, {"repeats": [1.3, 1.3], "measured": 1.3}],
+floor = check_stats.bootstrap_floor([{"repeats": [1.0, 1.4], "measured": 1.2}, {"repeats": [1.3, 1.3], "measured": 1.3}],
                               draws=20000)
 expect("floor error", floor[0], 0.1 / 4 + (1 - 1.2 / 1.4) / 2 / 4, 0.003)
 expect("floor spearman", floor[1], 0.5, 0.03)
 expect("floor spearman share", floor[2], 0.75, 0.015)
 expect("floor pick share", floor[3], 0.75, 0.015)
 # Plans measured without noise: every draw is the measurement itself.
-expect("floor without noise", check.bootstrap_floor([{"repeats": [1.0] * 3, "measured": 1.0},
+expect("floor without noise", check_stats.bootstrap_floor([{"repeats": [1.0] * 3, "measured": 1.0},
                                                      {"repeats": [2.0] * 3, "measured": 2.0}], draws=50),
        (0.0, 1.0, 1.0, 1.0))
 # The estimator: the mean of the runs (a bimodal step: the median jumps between the modes).
-expect("typical step is the mean", check.typical_step([0.07, 0.07, 0.10]), 0.08, 1e-12)
+expect("typical step is the mean", check_stats.typical_step([0.07, 0.07, 0.10]), 0.08, 1e-12)
 
 # A linear stand-in for amsp-cluster-predict: serial = base + ring steps x step overhead + calls
 # between compute segments x sync overhead, per plan.
@@ -73,7 +76,7 @@ def fake_sh(cmd, timeout):
     return "\n".join(lines)
 
 
-check.sh = fake_sh
+check.sh = fake_sh  # check.py's own binding of check_measure.sh: the one overheads() calls
 
 
 class Args:
@@ -144,29 +147,29 @@ expect("contention not measured", check.contention_args(On(), config), [])
 # Computing ranks from every rank's waits: shares 0.25 and 0.75 (first and last step dropped),
 # mean 0.5, on 8 ranks: 1 + 7·0.5.
 runs = [{"final": {"ranks": [{"step_ms": [9, 100, 100, 9], "comm_ms": [9, 25, 75, 9]}]}}]
-expect("measured computing ranks", check.measured_computing(runs, 8), 4.5, 1e-12)
-expect("no ranks: nan", str(check.measured_computing([{"final": {}}], 8)), "nan")
+expect("measured computing ranks", check_measure.measured_computing(runs, 8), 4.5, 1e-12)
+expect("no ranks: nan", str(check_measure.measured_computing([{"final": {}}], 8)), "nan")
 
 # The compute measurement: every rank's step less its waits, steps 2 .. n − 1, median (of 25, 15,
 # 40, 30 ms: 27.5 ms); rank 0's records without the every-rank split.
 final = {"ranks": [{"step_ms": [1, 50, 40, 1], "comm_ms": [0, 25, 25, 0]},
                    {"step_ms": [1, 60, 70, 1], "comm_ms": [0, 20, 40, 0]}]}
-expect("median compute, every rank", check.median_compute([], final), 0.0275, 1e-12)
-expect("median compute, rank 0", check.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
+expect("median compute, every rank", check_measure.median_compute([], final), 0.0275, 1e-12)
+expect("median compute, rank 0", check_measure.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
 
 # best_fit recovers overheads that make every plan's measured step exact (error 0, Spearman 1).
 rows = [{"plan": p, "measured": true_step(p), "diagnose": PLANS[p]} for p in PLANS]
-step_s, sync_s, summary = check.best_fit(rows)
+step_s, sync_s, summary = check_stats.best_fit(rows)
 expect("best fit step", step_s, STEP, 1e-12)
 expect("best fit sync", sync_s, SYNC, 1e-12)
 expect("best fit error", summary["median_abs_error"], 0.0, 1e-12)
 
 # The calibration keeps the run whose compute is the median (by hand: 3 of 1, 3, 7; the lower
 # middle of an even count), with its own payload.
-expect("median run of three", check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[0], 3.0)
-if check.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[1] != "b":
+expect("median run of three", check_measure.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[0], 3.0)
+if check_measure.median_run([(7.0, "c"), (1.0, "a"), (3.0, "b")])[1] != "b":
     failures.append("median run of three: the payload of another run")
-expect("median run of four", check.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.0, 0)])[0], 4.0)
+expect("median run of four", check_measure.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.0, 0)])[0], 4.0)
 
 # One plan under two labels (same shape, same prediction): one row, repeats pooled (typical_step of
 # 0.9, 1.0, 1.1, 1.2, 1.3, 1.4 = 1.15), so neither label's luck decides the pick. By hand:
@@ -174,15 +177,15 @@ expect("median run of four", check.median_run([(4.0, 0), (2.0, 0), (8.0, 0), (6.
 twins = [{"plan": "x7", "shape": "s", "repeats": [1.0, 0.9, 1.1], "measured": 1.0, "predicted": 1.0},
          {"plan": "x13", "shape": "s", "repeats": [1.2, 1.3, 1.4], "measured": 1.3, "predicted": 1.0},
          {"plan": "y", "shape": "t", "repeats": [1.1, 1.1, 1.1], "measured": 1.1, "predicted": 2.0}]
-distinct = check.distinct_plans(twins)
+distinct = check_stats.distinct_plans(twins)
 expect("distinct rows", len(distinct), 2)
 expect("merged label", distinct[0]["plan"], "x7=x13")
 expect("pooled typical step (mean and median alike)", distinct[0]["measured"], 1.15)
-expect("merged pick over best", check.summarize(twins)["pick_over_best"], 1.15 / 1.1 - 1)
+expect("merged pick over best", check_stats.summarize(twins)["pick_over_best"], 1.15 / 1.1 - 1)
 # Per label the pick (x7, the first of the two cheapest) reads 1.0 against the best x7 itself.
-expect("per-label pick over best", check.summarize(twins, merge_identical=False)["pick_over_best"], 0.0)
+expect("per-label pick over best", check_stats.summarize(twins, merge_identical=False)["pick_over_best"], 0.0)
 twins[1]["predicted"] = 1.5  # priced differently: two plans after all, nothing merged
-expect("not merged", len(check.distinct_plans(twins)), 3)
+expect("not merged", len(check_stats.distinct_plans(twins)), 3)
 if twins[0]["plan"] != "x7" or len(twins[0]["repeats"]) != 3:
     failures.append("distinct_plans changed its input rows")
 

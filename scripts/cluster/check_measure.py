@@ -1,0 +1,234 @@
+"""The measurement of the cluster check (scripts/cluster/check.py): brings the emulated cluster up
+(scripts/cluster.sh) and runs amsp-train under MPI for the compute model's calibration (its rate,
+its CPU contention points, the overhead calibration plans), measures the bandwidth profiles with
+amsp-profile, then runs every plan in each schedule, counting the bytes the node links carried
+(run_config: the record of one configuration that --out saves and --reanalyze reads). Also the
+readings of amsp-train's every-rank split that the analysis shares (median_compute,
+measured_computing)."""
+import json
+import os
+import re
+import statistics
+import subprocess
+
+from check_stats import typical_step
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# amsp-profile --calls: every collective issued as the engine issues it (gathers asynchronous,
+# reductions blocking). Open MPI runs the two forms in different components (libnbc, tuned), which
+# on the emulated cluster pace large gathers differently (docs/cluster.md, "Blocking and
+# nonblocking calls"); runs before 2026-12-04 timed every call blocking.
+PROFILE_CALLS = "engine"
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+
+PLANS = {  # per mesh: the issue's list; MiCS with a group smaller than a node (k = node is hsdp)
+    "4x2": ["ddp", "zero1", "zero2", "zero3", "mics(2)", "hsdp", "amsp-7b", "amsp-13b", "amsp-30b"],
+    "2x4": ["ddp", "zero1", "zero2", "zero3", "mics(4)", "hsdp", "amsp-7b", "amsp-13b", "amsp-30b"],
+}
+# The plan whose measured step calibrates the overhead per collective call: more calls than ddp
+# and not among the plans checked on either mesh (ZeRO-2 inside a node).
+CALL_PLAN = "p=1x1,g=2x1,os=2x1"
+# The plan whose measured step calibrates the wait between compute segments (Cluster::sync_overhead_s)
+# together with CALL_PLAN: parameters sharded inside a node (a gather before every unit's forward and
+# backward), not among the plans checked (a group that spans nodes must fill them: plan.node_filling).
+SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
+# Runs of each compute calibration point (the rate and every --compute-turns point): the median.
+CALIBRATION_REPEATS = 3
+# Runs of each overhead calibration plan (CALL_PLAN, SYNC_PLAN): their typical_step.
+CALIBRATION_PLAN_RUNS = 5
+MODES = {"overlap": [], "serial": ["--no-overlap"]}  # amsp-train's two schedules (check.py's PREDICTION)
+
+
+def sh(cmd, timeout):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
+
+
+def link_tx_total():
+    return sum(int(line.split()[1]) for line in sh([CLUSTER, "counters"], 30).splitlines())
+
+
+# amsp-train's progress line (examples/amsp_train/train_log.hpp); under MPI its --log-json
+# writes nothing (main.cpp passes an empty path to every MPI rank), so the lines are parsed.
+STEP_LINE = re.compile(r"step\s+(\d+)/(\d+)\s.*?([0-9.]+) ms \(compute\s+([0-9.]+), comm\s+([0-9.]+)\)")
+
+
+def train(a, mesh, plan, steps, extra, launcher, batch=None):
+    """Runs amsp-train; returns (its per-step records without the first and the last step, the
+    final JSON record). The first step warms up; the last one runs the final validation."""
+    cmd = launcher + [a.train, "--mesh", mesh, "--plan", plan, "--steps", str(steps), "--eval-every", "0",
+                      "--eval-windows", "4", "--sample-bytes", "0",
+                      "--global-batch", str(batch or a.global_batch), "--mpi-check-calls", a.mpi_check_calls] + \
+        a.model_args + extra
+    out = sh(cmd, 900)
+    records = [{"step": int(m.group(1)), "step_ms": float(m.group(3)), "compute_ms": float(m.group(4)),
+                "comm_ms": float(m.group(5))} for m in STEP_LINE.finditer(out)]
+    return records[1:-1], json.loads(out.strip().splitlines()[-1])
+
+
+def median_compute(steps, final):
+    """The compute measurement: the median over every rank and the timed steps (2 .. n − 1) of
+    amsp-train's step less its waits for communication, in seconds; rank 0's own records where the
+    final record has no every-rank split (saved runs before it)."""
+    ranks = final.get("ranks")
+    if not ranks:
+        return statistics.median(s["compute_ms"] for s in steps) / 1e3
+    return statistics.median(t - c for r in ranks for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1])) / 1e3
+
+
+def calibrate(a, mesh, launcher):
+    """The compute model's measurement, by the example itself: ddp without overlap on the cluster,
+    at the global batch of the runs and at 2x it. amsp-train's compute (the step without its
+    waits for communication, every rank's: median_compute) per step = a·samples per rank
+    + update of all parameters; the planner fits a and the update rate (fit_compute_model). (A calibration with the ranks as
+    threads of one process came out 2x slower per sample than the MPI ranks: other contention.)"""
+    ranks, nodes = map(int, mesh.split("x"))
+    points = []
+    for batch in (a.global_batch, 2 * a.global_batch):
+        # The rate every prediction scales with: the median of CALIBRATION_REPEATS runs (one run
+        # of this ddp was 1.5x the others in the validation of 2026-12-03 17:20, 32.5 against
+        # 17.6-21.2 ms per sequence, and set a whole case's compute). The 2x point (only the
+        # --compute line mode reads it): one run.
+        compute, (steps, final) = median_run(
+            [(median_compute(*run), run)
+             for run in (train(a, mesh, "ddp", 8, ["--backend", "mpi", "--no-overlap"], launcher, batch)
+                         for _ in range(CALIBRATION_REPEATS if batch == a.global_batch else 1))])
+        points.append((batch // (ranks * nodes), compute))
+        if batch == a.global_batch:
+            full = (points[-1], final)
+            step = statistics.median(s["step_ms"] for s in steps) / 1e3
+    # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s): two plans
+    # that are NOT among the plans checked, without overlap, CALIBRATION_PLAN_RUNS times each (one
+    # run of a plan can be 1.4x another on this CPU: typical_step); overheads() fits them.
+    def plan_runs(plan):  # each run's median step without overlap, runs of 12 steps
+        return [statistics.median(s["step_ms"] for s in train(a, mesh, plan, 12, ["--backend", "mpi", "--no-overlap"],
+                                                                launcher)[0]) / 1e3
+                for _ in range(CALIBRATION_PLAN_RUNS)]
+    call_runs, sync_runs = plan_runs(CALL_PLAN), plan_runs(SYNC_PLAN[mesh])
+    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full),
+            "call_plan": CALL_PLAN, "call_plan_step": typical_step(call_runs), "call_plan_runs": call_runs,
+            "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": typical_step(sync_runs), "sync_plan_runs": sync_runs}
+
+
+def median_run(runs):
+    """The (value, payload) pair of `runs` whose value is the median (the lower middle of an even
+    count): the calibration keeps one real run, not a mean of several."""
+    return sorted(runs, key=lambda r: r[0])[(len(runs) - 1) // 2]
+
+
+def contention_points(a, mesh, launcher, full, full_final):
+    """The same compute measurement (ddp without overlap, compute per sequence) with fewer ranks
+    computing at once: amsp-train --compute-turns T computes each micro-batch in T turns, the other
+    ranks waiting in a barrier (with mpi_yield_when_idle, as they wait on a link). `full` is the
+    calibration point above (T = 1). Each point is labelled by the ranks computing at once measured
+    in its own run with the estimator the model uses (measured_computing: from every rank's waits;
+    at most 1 + (n − 1)/T), not by n/T: ranks staggered by the scheduler wait even with T = 1, and the
+    model's k counts them the same way. Returns [[k, seconds per sequence], ...] for T = 1, 2, 4, ..., n
+    (the planner's CpuContention, docs/planner-check-terms.md)."""
+    ranks, nodes = map(int, mesh.split("x"))
+    n = ranks * nodes
+    samples, seconds = full
+    out = [[measured_computing([{"final": full_final}], n), seconds / samples]]
+    turns = 2
+    while turns <= n:
+        if n % turns == 0:
+            # The median run of CALIBRATION_REPEATS by its compute, labelled with its own k.
+            runs = []
+            for _ in range(CALIBRATION_REPEATS):
+                steps, final = train(a, mesh, "ddp", 8,
+                                     ["--backend", "mpi", "--no-overlap", "--compute-turns", str(turns)], launcher)
+                runs.append((median_compute(steps, final) / samples, measured_computing([{"final": final}], n)))
+            seconds, k = median_run(runs)
+            out.append([k, seconds])
+        turns *= 2
+    return out
+
+
+def call_sizes(a, mesh, plans):
+    """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
+    of more than one rank), so that the profile times them instead of interpolating between its
+    sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
+    in log-log (docs/planner-check-terms.md, "The waits for peers overlap the transfer")."""
+    out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
+              "--global-batch", str(a.global_batch)] + a.model_args, 60)
+    return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]
+                   if c[2] * c[3] > 1 and c[4] > 8})
+
+
+def profile(a, mesh, plans, path, gap_us=0):
+    """amsp-profile on the cluster: back to back (gap_us = 0, the planner's profile), or every call
+    after an idle gap (--gap-us; fewer calls: --profile-gap-iterations)."""
+    ranks, nodes = map(int, mesh.split("x"))
+    sizes = a.profile_sizes
+    if a.profile_call_sizes == "on":
+        sizes = ",".join(str(b) for b in sorted({int(x) for x in sizes.split(",")} | set(call_sizes(a, mesh, plans))))
+    iterations = a.profile_gap_iterations if gap_us else a.profile_iterations
+    sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
+        "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
+        "--max-iterations", str(iterations), "--gap-us", str(gap_us), "--mpi-check-calls", a.mpi_check_calls,
+        "--calls", PROFILE_CALLS, "--out", path], 1800)
+    # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
+    # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
+    # most nodes (on an oversubscribed CPU, mostly scheduling delay).
+    entries = json.load(open(path))["entries"]
+
+    def ag(pred):
+        return sorted((e for e in entries if e["op"] == "all_gather" and pred(e["group"])), key=lambda e: e["bytes"])
+    inside = ag(lambda g: g.endswith("x1")) or ag(lambda g: True)
+    across = ag(lambda g: not g.endswith("x1")) or inside
+
+    def ring_steps(e):
+        p0, p1 = map(int, e["group"].split("x"))
+        return max(p0 * p1 - 1, 1)
+    return {"intra_gbytes": inside[-1]["busbw_gbps"],
+            "intra_latency": inside[0]["seconds"] / ring_steps(inside[0]),
+            "inter_latency": across[0]["seconds"] / ring_steps(across[0]) if nodes > 1 else 0.0}
+
+
+def run_config(a, mesh, rate):
+    ranks, nodes = map(int, mesh.split("x"))
+    plans = a.plans.split(";") if a.plans else PLANS[mesh]
+    tag = f"{mesh}-{rate}"
+    print(f"=== {tag}: cluster up, calibration, profile", flush=True)
+    sh([CLUSTER, "up", str(nodes), str(ranks), rate], 120)
+    launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]
+    calibration = calibrate(a, mesh, launcher)
+    prof_path = os.path.join(a.work, f"profile-{tag}.json")
+    links = profile(a, mesh, plans, prof_path)
+    gap_path = os.path.join(a.work, f"profile-gap-{tag}.json")
+    if a.profile_gap_us:
+        profile(a, mesh, plans, gap_path, a.profile_gap_us)
+    runs = {mode: {p: [] for p in plans} for mode in a.modes}
+    for rep in range(a.repeats):
+        steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
+        for mode in a.modes:
+            for plan in plans[rep % len(plans):] + plans[:rep % len(plans)]:
+                before = link_tx_total()
+                records, final = train(a, mesh, plan, steps, ["--backend", "mpi"] + MODES[mode], launcher)
+                runs[mode][plan].append({"steps": steps, "records": records, "link_bytes": link_tx_total() - before,
+                                         "final": final})
+                print(f"  {mode:7s} {plan:9s} rep {rep}: median step "
+                      f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
+    sh([CLUSTER, "down"], 60)
+    return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
+            # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
+            "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
+            # The token buckets' burst (scripts/cluster.sh): runs saved before the field had 64kb;
+            # "rate" is cluster.sh's default since 2026-12-04 (1.5 ms of the rate, at least 18000 bytes).
+            "burst": os.environ.get("AMSP_CLUSTER_BURST", "rate"),
+            # How amsp-profile issued each collective; runs saved before 2026-12-04 have none (blocking).
+            "profile_calls": PROFILE_CALLS,
+            "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
+            # The profiles themselves: the paths above are overwritten by the next run in the same
+            # directory, and a saved run must reanalyse anywhere (embedded_profile).
+            "profile_data": json.load(open(prof_path)),
+            **({"profile_gap_data": json.load(open(gap_path))} if a.profile_gap_us else {})}
+
+
+def measured_computing(runs, n):
+    """From every rank's split (amsp-train's final "ranks"; saved runs before it have none: nan):
+    the ranks computing beside one rank, 1 + (n − 1)(1 − b), b the mean over ranks of the share of
+    the step spent waiting, steps 2 .. n − 1 as in the records. Compare with the model's k."""
+    shares = [c / t for run in runs for r in run["final"].get("ranks", [])
+              for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1]) if t > 0]
+    return 1 + (n - 1) * (1 - statistics.mean(shares)) if shares else float("nan")

@@ -1,0 +1,84 @@
+"""The cluster check's printed report (scripts/cluster/check.py): per configuration the compute
+model and the links the planner priced with, then per schedule the table of measured against
+predicted steps, compute and node-link bytes of every plan, the targets (median |error|,
+Spearman, the planner's pick against the measured best), and the readings that say what misses:
+the missed time against the calls per step, the paper's claim, the separable pairs, the bootstrap
+noise floor and, under --diagnose, the best fit of the overheads."""
+import statistics
+
+import check_stats
+from check_measure import MODES
+from check_stats import best_fit, bootstrap_floor, distinct_plans, separable_pairs, summarize
+
+
+def print_tables(config):
+    m, links = config["model"], config["links"]
+    print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link\n")
+    print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
+          f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.1f} ns "
+          f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
+          f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}); "
+          f"CPU contention, computing ranks:seconds per sequence: {m['contention'][0]}. Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
+          f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
+          f"inter ring step.\n")
+    for mode, rows in config["tables"].items():
+        print(f"{mode} (amsp-train {' '.join(MODES[mode]) or 'default'}; planner's "
+              f"{'step with overlap' if mode == 'overlap' else 'step without overlap'}):\n")
+        print(f"| plan | p, g, os | measured s/step ({check_stats.STEP_ESTIMATOR} of runs; spread) | predicted | error | compute measured / predicted | "
+              "link B/step/node measured | link model | engine inter-node B x R |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            lm = r["link_model"]
+            link_err = f" ({100 * (r['link_measured'] / lm - 1):+.1f} %)" if lm else ""
+            print(f"| {r['plan']} | {r['shape']} | {r['measured']:.3f} ({100 * r['spread']:.0f} %) | "
+                  f"{r['predicted']:.3f} | {100 * (r['predicted'] / r['measured'] - 1):+.0f} % | "
+                  f"{r['measured_compute']:.3f} / {r['predicted_compute']:.3f} | {r['link_measured']:.0f} | "
+                  f"{lm:.0f}{link_err} | {r['engine_inter_x_ranks']:.0f} |")
+        if any(r["computing_predicted"] > 0 or r["computing_measured"] == r["computing_measured"] for r in rows):
+            print("\ncomputing ranks beside one rank (CPU contention), predicted / from every rank's waits: " + ", ".join(
+                f"{r['plan']} {r['computing_predicted']:.1f} / {r['computing_measured']:.1f}" for r in rows))
+        s, distinct = summarize(rows), distinct_plans(rows)
+        # Which term is wrong: the part of the step the model misses, against the number of
+        # collective calls per step (a per-call cost the back-to-back profile does not see).
+        excess = [r["measured"] - r["predicted"] for r in rows]
+        calls = [r["calls"] for r in rows]
+        per_call = sum(e * c for e, c in zip(excess, calls)) / sum(c * c for c in calls)
+        corr = statistics.correlation(calls, excess) if len(set(calls)) > 1 else float("nan")
+        print(f"\nmissed time per step vs collective calls per step: {per_call * 1e3:+.1f} ms per call "
+              f"(least squares through 0), correlation {corr:+.2f}")
+        if "diagnose" in rows[0]:
+            # The same for the model without its overheads, against the counts each overhead prices.
+            bare = [r["measured"] - r["diagnose"][0] for r in rows]
+            print("missed time per step of the model without overheads, correlation with: " + ", ".join(
+                f"{name} {statistics.correlation([r['diagnose'][k] for r in rows], bare):+.2f}"
+                if len({r['diagnose'][k] for r in rows}) > 1 else f"{name} n/a"
+                for name, k in ((f"{config['model']['overhead_unit']}s", 1), ("calls between compute segments", 2))))
+        amsp = [r for r in distinct if r["plan"].startswith("amsp-")]
+        peers = [r for r in distinct if r["plan"] == "zero3" or r["plan"].startswith("mics")]
+        if amsp and peers:
+            best = min(amsp, key=lambda r: r["measured"])
+            print("paper's claim (the best AMSP preset vs ZeRO-3 and MiCS), measured (predicted): " + ", ".join(
+                f"{best['plan']} {best['measured']:.3f} s ({best['predicted']:.3f}) vs {r['plan']} {r['measured']:.3f} s "
+                f"({r['predicted']:.3f}): {r['measured'] / best['measured']:.2f}x ({r['predicted'] / best['predicted']:.2f}x)"
+                for r in peers))
+        print(f"median |error| {100 * s['median_abs_error']:.1f} % (target <= 15 %), Spearman {s['spearman']:.2f} "
+              f"(>= 0.9), planner's pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} % "
+              f"(<= 5 %)")
+        if len(distinct) < len(rows):
+            merged = ", ".join(r["plan"] for r in distinct if "=" in r["plan"])
+            labelled = summarize(rows, merge_identical=False)
+            print(f"(one plan under two labels: {merged}, counted once above; counted per label: median |error| "
+                  f"{100 * labelled['median_abs_error']:.1f} %, Spearman {labelled['spearman']:.2f}, pick "
+                  f"{labelled['pick']} vs measured best {labelled['best']}: {100 * labelled['pick_over_best']:+.1f} %)")
+        pairs, right = separable_pairs(distinct)
+        floor_error, floor_rho, rho_share, pick_share = bootstrap_floor(distinct)
+        print(f"separable pairs (repeats do not overlap): {pairs} of {len(distinct) * (len(distinct) - 1) // 2}, "
+              f"ordered right by the planner: {right}; a model exact in expectation, measured again (bootstrap "
+              f"of the runs): median |error| {100 * floor_error:.1f} %, Spearman {floor_rho:.2f} (>= 0.9 in "
+              f"{100 * rho_share:.0f} % of draws), pick within 5 % in {100 * pick_share:.0f} % of draws")
+        if "diagnose" in rows[0]:
+            step_s, sync_s, f = best_fit(rows, with_sync=config["model"]["sync_overhead_from"] != "--sync-overhead")
+            print(f"diagnosis (overheads fitted to these plans' own steps, not a prediction): {step_s * 1e3:.2f} ms per "
+                  f"{config['model']['overhead_unit']}, {sync_s * 1e3:.2f} ms between compute segments: median |error| "
+                  f"{100 * f['median_abs_error']:.1f} %, Spearman {f['spearman']:.2f}, pick {100 * f['pick_over_best']:+.1f} %")
+        print()

@@ -1,0 +1,146 @@
+"""The statistics of the cluster check (scripts/cluster/check.py): a plan's measured step from its
+runs (typical_step, by STEP_ESTIMATOR, which check.py's main sets from --estimator), Spearman's
+rank correlation, a least-squares slope, one row per distinct plan, the three targets (summarize),
+the best fit of the overheads (--diagnose), the pairs the measurement can order and the bootstrap
+noise floor. Arithmetic on rows of numbers only: no cluster, no planner, no printing."""
+import random
+import statistics
+
+# How a plan's measured step is formed from its runs (typical_step): "mean" (the default) or
+# "median" (the check before 2026-12-04's ninth session; --estimator reanalyses saved runs so;
+# check.py's main sets it here, where typical_step reads it).
+STEP_ESTIMATOR = "mean"
+
+
+def typical_step(runs):
+    """A plan's measured step from its runs' median steps: their mean (STEP_ESTIMATOR "median": their
+    median). Ranks that share a core settle, per run, into one of two schedules (docs/cluster.md,
+    "Two schedules of ranks that share a core"): staggered, one rank computing while the others
+    wait for the link, or in step, all computing at once. The step of one plan then comes in two
+    modes: hsdp on 4x2 at 200 Mbit/s ran 71-77 or 90-104 ms per step, the slow mode in 42 of 135
+    runs. A median of a few such runs jumps between the modes (drawn from those 135 runs: a
+    relative spread of 9.0 % for the median of 3 and 7.8 % of 5, against 7.0 and 5.4 % for the
+    mean); the mean estimates the expected step, which is what a training run's length is."""
+    return statistics.median(runs) if STEP_ESTIMATOR == "median" else statistics.mean(runs)
+
+
+def spearman(xs, ys):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    cov = sum((p - mx) * (q - my) for p, q in zip(rx, ry))
+    var = (sum((p - mx) ** 2 for p in rx) * sum((q - my) ** 2 for q in ry)) ** 0.5
+    return cov / var if var else float("nan")
+
+
+def slope(points):
+    """Least-squares slope of y against x."""
+    mx = statistics.mean(x for x, _ in points)
+    my = statistics.mean(y for _, y in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else float("nan")
+
+
+def distinct_plans(rows):
+    """One row per distinct plan: presets that resolve to the same p, g, os on the mesh and are
+    priced the same (amsp-7b and amsp-13b on these meshes: both p=1x1,g=1x1,os=2x1) are one plan
+    measured twice, not two plans. Counted as two, the noise between them decided the pick (the
+    planner's pick "amsp-7b" against a measured best "amsp-13b", +5.9 and +11.7 % on 2x4 in the
+    21:15 run, for the very same plan) and added a pair no model can order. Merged: the labels
+    joined by "=", their repeats pooled, the measured step the typical_step of the pool."""
+    merged = {}
+    for r in rows:
+        key = (r.get("shape", r["plan"]), r["predicted"])
+        if key in merged:
+            m = merged[key]
+            m["plan"] += "=" + r["plan"]
+            m["repeats"] = m["repeats"] + r["repeats"]
+            m["measured"] = typical_step(m["repeats"])
+        else:
+            merged[key] = dict(r)
+    return list(merged.values())
+
+
+def summarize(rows, merge_identical=True):
+    """The three targets, over the distinct plans (distinct_plans) unless merge_identical=False."""
+    if merge_identical:
+        rows = distinct_plans(rows)
+    errors = [abs(r["predicted"] - r["measured"]) / r["measured"] for r in rows]
+    pick = min(rows, key=lambda r: r["predicted"])
+    best = min(rows, key=lambda r: r["measured"])
+    return {"median_abs_error": statistics.median(errors),
+            "spearman": spearman([r["predicted"] for r in rows], [r["measured"] for r in rows]),
+            "pick": pick["plan"], "best": best["plan"], "pick_over_best": pick["measured"] / best["measured"] - 1}
+
+
+def best_fit(rows, with_sync=True):
+    """Diagnosis, not a prediction: the two overheads fitted to the checked plans' own measured
+    steps (least squares of the relative error, neither negative): the best any calibration of the
+    model's form could do on this measurement. Where it still misses a target, the form is wrong
+    (a term is missing) or the measurement cannot separate the plans, not the calibration.
+    with_sync=False (--sync-overhead 0) fits the overhead per call or ring step alone. The step is
+    linearised between 0 and 1 ms of each overhead (--diagnose's slopes): exact where the waits add
+    to the transfers (--waits add), an approximation where the longer counts (the default)."""
+    ys = [(r["measured"] - r["diagnose"][0]) / r["measured"] for r in rows]
+    cols = [[r["diagnose"][k] / r["measured"] for r in rows] for k in (1, 2)]
+
+    def fit(ks):
+        g = [[sum(p * q for p, q in zip(cols[i], cols[j])) for j in ks] for i in ks]
+        h = [sum(p * y for p, y in zip(cols[i], ys)) for i in ks]
+        if len(ks) == 1:
+            return {ks[0]: h[0] / g[0][0] if g[0][0] else 0.0}
+        det = g[0][0] * g[1][1] - g[0][1] * g[1][0]
+        return {ks[0]: (h[0] * g[1][1] - g[0][1] * h[1]) / det, ks[1]: (g[0][0] * h[1] - g[1][0] * h[0]) / det} if det else {}
+    w = fit([0, 1]) if with_sync else {k: max(0.0, v) for k, v in fit([0]).items()}
+    if not w or min(w.values()) < 0:
+        w = min(({k: max(0.0, v) for k, v in fit([k]).items()} for k in (0, 1)),
+                key=lambda x: sum((y - sum(x.get(k, 0) * cols[k][i] for k in (0, 1))) ** 2 for i, y in enumerate(ys)))
+    step_s, sync_s = w.get(0, 0.0), w.get(1, 0.0)
+    fitted = [dict(r, predicted=r["diagnose"][0] + step_s * r["diagnose"][1] + sync_s * r["diagnose"][2]) for r in rows]
+    return step_s, sync_s, summarize(fitted)
+
+
+def separable_pairs(rows):
+    """Pairs of plans whose repeats do not overlap (every run of one is faster than every run of
+    the other: the measurement orders them), and how many of those the prediction orders the same
+    way. Plans whose repeats overlap cannot be ranked by this measurement; the plain Spearman
+    counts them all and stays the target."""
+    pairs = right = 0
+    for i, p in enumerate(rows):
+        for q in rows[i + 1:]:
+            fast, slow = (p, q) if max(p["repeats"]) < min(q["repeats"]) else (q, p)
+            if max(fast["repeats"]) < min(slow["repeats"]):
+                pairs += 1
+                right += fast["predicted"] < slow["predicted"]
+    return pairs, right
+
+
+def bootstrap_floor(rows, draws=2000, seed=1):
+    """What a model that knew every plan's expected step (taken as the measured one) would score if
+    the plans were measured again: each draw resamples every plan's runs with replacement and forms
+    its step as the measurement does (typical_step). Returns the means over the draws of the median
+    |error| and of Spearman, and the shares of draws with Spearman >= 0.9 and with the pick within
+    5 % of the best: the targets' own ceiling on this measurement (resampling n runs understates
+    the noise by (n - 1) / n, so the ceiling is if anything too high)."""
+    rng = random.Random(seed)
+    model = [r["measured"] for r in rows]
+    pick = min(range(len(rows)), key=lambda i: model[i])
+    errors, rhos, rho_ok, pick_ok = [], [], 0, 0
+    for _ in range(draws):
+        again = [typical_step([rng.choice(r["repeats"]) for _ in r["repeats"]]) for r in rows]
+        errors.append(statistics.median(abs(m / x - 1) for m, x in zip(model, again)))
+        rhos.append(spearman(model, again))
+        rho_ok += rhos[-1] >= 0.9
+        pick_ok += again[pick] / min(again) - 1 <= 0.05
+    return statistics.mean(errors), statistics.mean(rhos), rho_ok / draws, pick_ok / draws
