@@ -26,6 +26,7 @@ import tempfile
 # check_stats forms the numbers (its STEP_ESTIMATOR is set there by main: typical_step reads it),
 # check_report prints the tables.
 import check_stats
+import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
 from check_report import print_tables
 from check_stats import slope, summarize, typical_step
@@ -304,7 +305,7 @@ def main():
                          "collective, which on this oversubscribed CPU made steps 20-50 %% slower (measured "
                          "side by side); off, as a timing run would be")
     ap.add_argument("--global-batch", type=int, default=32)
-    ap.add_argument("--model", default="--context 64 --width 64 --heads 4 --layers 2",
+    ap.add_argument("--model", default=check_measure.DEFAULT_MODEL,
                     help="amsp-train's model options (also given to the planner)")
     ap.add_argument("--overlap-slowdown", type=float, default=1.0,
                     help="the planner's kappa: 1 = communication hides behind no compute (measured on this "

@@ -53,6 +53,10 @@ def link_tx_total():
 STEP_LINE = re.compile(r"step\s+(\d+)/(\d+)\s.*?([0-9.]+) ms \(compute\s+([0-9.]+), comm\s+([0-9.]+)\)")
 
 
+# The check's model (amsp-train's options; check.py --model): small enough for 8 ranks on 2 cores.
+DEFAULT_MODEL = "--context 64 --width 64 --heads 4 --layers 2"
+
+
 def train(a, mesh, plan, steps, extra, launcher, batch=None):
     """Runs amsp-train; returns (its per-step records without the first and the last step, the
     final JSON record). The first step warms up; the last one runs the final validation."""

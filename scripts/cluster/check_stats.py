@@ -17,10 +17,11 @@ def typical_step(runs):
     median). Ranks that share a core settle, per run, into one of two schedules (docs/cluster.md,
     "Two schedules of ranks that share a core"): staggered, one rank computing while the others
     wait for the link, or in step, all computing at once. The step of one plan then comes in two
-    modes: hsdp on 4x2 at 200 Mbit/s ran 71-77 or 90-104 ms per step, the slow mode in 42 of 135
-    runs. A median of a few such runs jumps between the modes (drawn from those 135 runs: a
-    relative spread of 9.0 % for the median of 3 and 7.8 % of 5, against 7.0 and 5.4 % for the
-    mean); the mean estimates the expected step, which is what a training run's length is."""
+    modes: hsdp on 4x2 at 200 Mbit/s ran 71-85 ms per step in 108 of 190 runs and 85-151 ms in 82
+    (scripts/cluster/repeat_runs.py). A median of a few such runs jumps between the modes (drawn
+    from those 190 runs: a relative spread of 12.1 % for the median of 3 and 10.2 % of 5, against
+    10.2 and 7.9 % for the mean); the mean estimates the expected step, which is what a training
+    run's length is."""
     return statistics.median(runs) if STEP_ESTIMATOR == "median" else statistics.mean(runs)
 
 
