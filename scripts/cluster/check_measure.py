@@ -35,8 +35,6 @@ CALL_PLAN = "p=1x1,g=2x1,os=2x1"
 SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
 # Runs of each compute calibration point (the rate and every --compute-turns point): the median.
 CALIBRATION_REPEATS = 3
-# Runs of each overhead calibration plan (CALL_PLAN, SYNC_PLAN): their typical_step.
-CALIBRATION_PLAN_RUNS = 5
 MODES = {"overlap": [], "serial": ["--no-overlap"]}  # amsp-train's two schedules (check.py's PREDICTION)
 
 
@@ -101,17 +99,8 @@ def calibrate(a, mesh, launcher):
         if batch == a.global_batch:
             full = (points[-1], final)
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
-    # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s): two plans
-    # that are NOT among the plans checked, without overlap, CALIBRATION_PLAN_RUNS times each (one
-    # run of a plan can be 1.4x another on this CPU: typical_step); overheads() fits them.
-    def plan_runs(plan):  # each run's median step without overlap, runs of 12 steps
-        return [statistics.median(s["step_ms"] for s in train(a, mesh, plan, 12, ["--backend", "mpi", "--no-overlap"],
-                                                                launcher)[0]) / 1e3
-                for _ in range(CALIBRATION_PLAN_RUNS)]
-    call_runs, sync_runs = plan_runs(CALL_PLAN), plan_runs(SYNC_PLAN[mesh])
-    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full),
-            "call_plan": CALL_PLAN, "call_plan_step": typical_step(call_runs), "call_plan_runs": call_runs,
-            "sync_plan": SYNC_PLAN[mesh], "sync_plan_step": typical_step(sync_runs), "sync_plan_runs": sync_runs}
+    # The overheads' calibration plans run among the checked plans' runs (run_config).
+    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full)}
 
 
 def median_run(runs):
@@ -203,6 +192,14 @@ def run_config(a, mesh, rate):
     if a.profile_gap_us:
         profile(a, mesh, plans, gap_path, a.profile_gap_us)
     runs = {mode: {p: [] for p in plans} for mode in a.modes}
+    # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s; overheads()
+    # fits them): the steps without overlap of two plans that are NOT among the plans checked, run
+    # once in every repeat, among the checked plans' runs. The schedule the ranks of a node fall
+    # into drifts over minutes (docs/cluster.md, "Two schedules of ranks that share a core"); run
+    # before the checked plans, as until 2026-12-04's ninth session, the calibration saw other
+    # minutes than the plans it prices (2x4 at 1 Gbit/s: CALL_PLAN 60-63 ms in all five runs, then
+    # ddp 61-96 ms among the checked runs).
+    calibration_runs = {CALL_PLAN: [], SYNC_PLAN[mesh]: []}
     for rep in range(a.repeats):
         steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
         for mode in a.modes:
@@ -213,6 +210,14 @@ def run_config(a, mesh, rate):
                                          "final": final})
                 print(f"  {mode:7s} {plan:9s} rep {rep}: median step "
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
+        for plan in sorted(calibration_runs, reverse=rep % 2 == 1):
+            records, _ = train(a, mesh, plan, steps, ["--backend", "mpi", "--no-overlap"], launcher)
+            calibration_runs[plan].append(statistics.median(r["step_ms"] for r in records) / 1e3)
+            print(f"  calibration {plan} rep {rep}: median step {1e3 * calibration_runs[plan][-1]:.1f} ms", flush=True)
+    for which, plan in (("call", CALL_PLAN), ("sync", SYNC_PLAN[mesh])):
+        calibration.update({f"{which}_plan": plan, f"{which}_plan_runs": calibration_runs[plan],
+                            f"{which}_plan_step": typical_step(calibration_runs[plan])})
+    calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
     sh([CLUSTER, "down"], 60)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
             # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
