@@ -56,6 +56,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                                       "calibration: compute each micro-batch in T turns (rank r in turn (r + step) % T, "
                                       "the others in a barrier), so world/T ranks compute at once; 1 = off",
                                       1, between(1, 1 << 20));
+  t.device_ms_per_sequence = args.real("--device-ms-per-sequence", "X",
+                                       "emulated accelerator: sleep X ms per sequence of each micro-batch's forward "
+                                       "(1/3) and backward (2/3), where a GPU trainer's host waits for its device; 0 = off",
+                                       0.0, {0.0, 1e6});
   c.bf16 = args.flag("--bf16", "bf16 parameters and gradients (fp32 optimizer states)");
 
   args.section("Model");

@@ -32,6 +32,7 @@
 #include "amsp/engine/sharded_optimizer.hpp"
 #include "amsp/io/checkpoint.hpp"
 #include "amsp/optim/adam.hpp"
+#include "amsp_train/emulated_device.hpp"
 #include "amsp_train/gpt_model.hpp"
 #include "amsp_train/hyperparameters.hpp"
 #include "amsp_train/text_data.hpp"
@@ -61,6 +62,7 @@ public:
   ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
       : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
         opt_(comm, mesh, plan, rule(cfg), engine_buckets(buckets_), options(cfg, buckets_)),
+        device_(cfg.device_ms_per_sequence, buckets_),
         params_(buckets_.size()), grads_(buckets_.size()), wide_params_(buckets_.size()),
         wide_grads_(buckets_.size()), gathered_(buckets_.size(), false) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -91,6 +93,7 @@ public:
                                          gather(b);
                                          if (cfg_.overlap && b + 1 < n) timed([&] { opt_.prefetch(int(b + 1)); });
                                          if (!cfg_.keep_gathered && b > 0) release(b - 1);
+                                         device_.compute(b, false, batch.sequences);
                                        });
     if (!cfg_.keep_gathered) release(n - 1);
     model_.backward(
@@ -98,6 +101,7 @@ public:
         [&](std::size_t b) {
           if (!gathered_[b]) gather(b);
           if (cfg_.overlap && !cfg_.keep_gathered && b > 0) timed([&] { opt_.prefetch(int(b - 1)); });
+          device_.compute(b, true, batch.sequences);
           if constexpr (std::is_same_v<ParamT, float>) {
             grads_[b] = timed([&] { return opt_.grad_buffer(int(b)).data(); });
           } else {
@@ -203,6 +207,7 @@ private:
   Gpt<float> model_;
   std::vector<ParamBucket> buckets_;
   Engine opt_;
+  EmulatedDevice device_;  ///< --device-ms-per-sequence (off by default)
   std::vector<const float*> params_;
   std::vector<float*> grads_;
   std::vector<std::vector<float>> wide_params_, wide_grads_;

@@ -36,6 +36,9 @@ struct TrainConfig {
   /// of the world (counted as communication), so world / compute_turns ranks compute at once. The
   /// training is the same; 1 = off. Needs replicated parameters and the async engine space.
   int compute_turns = 1;
+  /// Emulated accelerator time per sequence of a micro-batch, in ms (emulated_device.hpp): the
+  /// rank sleeps where a GPU trainer's host waits for its device; 0 = off.
+  double device_ms_per_sequence = 0.0;
   int eval_every = 50;         ///< validation loss every N steps and after the last (0: only the last)
   std::size_t eval_windows = 64;
   int sample_bytes = 0;        ///< bytes of text sampled at the end (rank 0)
