@@ -109,7 +109,8 @@ def analyze(a, config):
     ranks, nodes = map(int, mesh.split("x"))
     compute_args = compute_model_args(a, config)
     overhead, sync = overheads(a, config, compute_args)
-    predict = predict_command(a, config, plans, compute_args, overhead, sync)
+    kappa, kappa_from = overlap_slowdown(a, config, compute_args, overhead, sync)
+    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa)
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -133,9 +134,9 @@ def analyze(a, config):
     config["tables"] = tables
     if a.diagnose:
         # The same predictions with each overhead raised by 1 ms: the step's slope in each.
-        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0), 60).splitlines())}
-        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0), 60).splitlines())}
-        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3), 60).splitlines())}
+        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0, kappa), 60).splitlines())}
+        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0, kappa), 60).splitlines())}
+        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3, kappa), 60).splitlines())}
         for mode, rows in tables.items():
             key = PREDICTION[mode]
             for r in rows:
@@ -151,6 +152,7 @@ def analyze(a, config):
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
+                       "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "contention": contention_args(a, config)[1:] or
                        ["off" if a.contention == "off" else "not measured: off"]}
     return config
@@ -192,16 +194,64 @@ def compute_rate_args(a, config, points):
     return ["--seconds-per-sample", str(seconds / samples), "--update-seconds-per-param", "0"]
 
 
-def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0):
+def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0):
+    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown) only changes the
+    step with overlap (overlap_slowdown resolves it)."""
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
     return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
-            "--global-batch", str(a.global_batch), "--overlap-slowdown", str(a.overlap_slowdown),
+            "--global-batch", str(config.get("global_batch", a.global_batch)),
+            "--overlap-slowdown", str(kappa),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits] + \
         compute_args + \
-        a.model_args
+        (config["model_args"].split() if "model_args" in config else a.model_args)
+
+
+def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
+    """(κ, where it comes from) for a run's predictions with overlap: --overlap-slowdown when given;
+    else calibrated like the overheads, from a plan not among those checked: the κ in [0, 1] that
+    makes the planner's step with overlap of CALL_PLAN equal its measured one (runs since
+    2026-12-04's tenth session measure it); else, for runs without that measurement, 1 where the
+    example computes on the CPU (the cores that compute also move the bytes, and Open MPI
+    progresses nonblocking collectives only inside MPI calls: docs/planner-check-terms.md) and 0
+    under an emulated accelerator (amsp-train --device-ms-per-sequence: a sleep that leaves the
+    cores to the communication, as a GPU's kernels leave the host; docs/planner-check.md,
+    "An emulated accelerator"). The step with overlap never falls as κ grows: bisection."""
+    if a.overlap_slowdown is not None:
+        return a.overlap_slowdown, "--overlap-slowdown"
+    cal = config["calibration"]
+    if not cal.get("call_plan_overlap_runs"):
+        device = emulated_device_ms(config.get("train_args", "")) > 0
+        return (0.0, "not measured: 0 under an emulated accelerator") if device else \
+            (1.0, "not measured: 1 for CPU compute")
+    measured = typical_step(cal["call_plan_overlap_runs"])
+
+    def step(kappa):
+        return json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, call_overhead_s,
+                                             sync_overhead_s, kappa), 60))["overlapped"]
+    lo, hi = 0.0, 1.0
+    if step(lo) >= measured:
+        return lo, cal["call_plan"] + " with overlap (its step at κ = 0 already reaches the measured one)"
+    if step(hi) <= measured:
+        return hi, cal["call_plan"] + " with overlap (its step at κ = 1 stays below the measured one)"
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if step(mid) < measured else (lo, mid)
+    return (lo + hi) / 2, cal["call_plan"] + " with overlap"
+
+
+def emulated_device_ms(train_args):
+    """amsp-train's --device-ms-per-sequence in a run's --train-args (either "--opt X" or "--opt=X";
+    the last one counts, as in amsp-train), 0 when absent."""
+    words, ms = train_args.split(), 0.0
+    for i, w in enumerate(words):
+        if w == "--device-ms-per-sequence" and i + 1 < len(words):
+            ms = float(words[i + 1])
+        elif w.startswith("--device-ms-per-sequence="):
+            ms = float(w.split("=", 1)[1])
+    return ms
 
 
 def profile_kind(a, config):
@@ -307,10 +357,12 @@ def main():
     ap.add_argument("--global-batch", type=int, default=32)
     ap.add_argument("--model", default=check_measure.DEFAULT_MODEL,
                     help="amsp-train's model options (also given to the planner)")
-    ap.add_argument("--overlap-slowdown", type=float, default=1.0,
-                    help="the planner's kappa: 1 = communication hides behind no compute (measured on this "
-                         "cluster: the same cores move the bytes, and Open MPI progresses nonblocking "
-                         "collectives only inside MPI calls); 0 = hidden for free")
+    ap.add_argument("--train-args", default="",
+                    help="more amsp-train options for every run, not given to the planner (e.g. "
+                         "'--device-ms-per-sequence 20': an emulated accelerator, docs/planner-check.md)")
+    ap.add_argument("--overlap-slowdown", type=float, default=None,
+                    help="the planner's kappa: 1 = communication hides behind no compute, 0 = hidden for free "
+                         "(default: calibrated from the run's CALL_PLAN with overlap; see overlap_slowdown)")
     ap.add_argument("--compute", choices=["step", "origin", "line"], default="origin",
                     help="compute model from the calibration (see compute_model_args)")
     ap.add_argument("--contention", choices=["on", "off"], default="on",
@@ -357,6 +409,7 @@ def main():
     a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")
     a.predict = os.path.join(a.build, "tests", "cluster", "amsp-cluster-predict")
     a.model_args = a.model.split()
+    a.train_args = a.train_args.split()
     a.modes = a.modes.split(",")
     a.work = os.path.dirname(os.path.abspath(a.out))
     if a.reanalyze:

@@ -35,7 +35,13 @@ CALL_PLAN = "p=1x1,g=2x1,os=2x1"
 SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
 # Runs of each compute calibration point (the rate and every --compute-turns point): the median.
 CALIBRATION_REPEATS = 3
-MODES = {"overlap": [], "serial": ["--no-overlap"]}  # amsp-train's two schedules (check.py's PREDICTION)
+# amsp-train's two schedules (check.py's PREDICTION). The planner's serial step hides nothing, so the
+# serial runs put the engine on the caller's thread too: with --no-overlap alone the async engine's
+# worker still reduces each bucket while the lower blocks' backward runs, which under an emulated
+# accelerator (--train-args '--device-ms-per-sequence X', a sleep that frees the cores) really hides
+# the reductions (2026-12-04, 4x2 at 1 Gbit/s: ddp 38 ms measured against 42 predicted serial). Runs
+# saved before this (2026-12-04's tenth session) ran serial with the async engine.
+MODES = {"overlap": [], "serial": ["--no-overlap", "--engine-space", "serial"]}
 
 
 def sh(cmd, timeout):
@@ -61,7 +67,7 @@ def train(a, mesh, plan, steps, extra, launcher, batch=None):
     cmd = launcher + [a.train, "--mesh", mesh, "--plan", plan, "--steps", str(steps), "--eval-every", "0",
                       "--eval-windows", "4", "--sample-bytes", "0",
                       "--global-batch", str(batch or a.global_batch), "--mpi-check-calls", a.mpi_check_calls] + \
-        a.model_args + extra
+        a.model_args + a.train_args + extra
     out = sh(cmd, 900)
     records = [{"step": int(m.group(1)), "step_ms": float(m.group(3)), "compute_ms": float(m.group(4)),
                 "comm_ms": float(m.group(5))} for m in STEP_LINE.finditer(out)]
@@ -199,7 +205,9 @@ def run_config(a, mesh, rate):
     # before the checked plans, as until 2026-12-04's ninth session, the calibration saw other
     # minutes than the plans it prices (2x4 at 1 Gbit/s: CALL_PLAN 60-63 ms in all five runs, then
     # ddp 61-96 ms among the checked runs).
-    calibration_runs = {CALL_PLAN: [], SYNC_PLAN[mesh]: []}
+    # The overlap slowdown κ (check.py's overlap_slowdown) from CALL_PLAN's step with overlap, run
+    # the same way (since 2026-12-04's tenth session).
+    calibration_runs = {(CALL_PLAN, "serial"): [], (SYNC_PLAN[mesh], "serial"): [], (CALL_PLAN, "overlap"): []}
     for rep in range(a.repeats):
         steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
         for mode in a.modes:
@@ -210,18 +218,25 @@ def run_config(a, mesh, rate):
                                          "final": final})
                 print(f"  {mode:7s} {plan:9s} rep {rep}: median step "
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
-        for plan in sorted(calibration_runs, reverse=rep % 2 == 1):
-            records, _ = train(a, mesh, plan, steps, ["--backend", "mpi", "--no-overlap"], launcher)
-            calibration_runs[plan].append(statistics.median(r["step_ms"] for r in records) / 1e3)
-            print(f"  calibration {plan} rep {rep}: median step {1e3 * calibration_runs[plan][-1]:.1f} ms", flush=True)
+        for plan, mode in sorted(calibration_runs, reverse=rep % 2 == 1):
+            records, _ = train(a, mesh, plan, steps, ["--backend", "mpi"] + MODES[mode], launcher)
+            calibration_runs[plan, mode].append(statistics.median(r["step_ms"] for r in records) / 1e3)
+            print(f"  calibration {plan} {mode} rep {rep}: median step "
+                  f"{1e3 * calibration_runs[plan, mode][-1]:.1f} ms", flush=True)
     for which, plan in (("call", CALL_PLAN), ("sync", SYNC_PLAN[mesh])):
-        calibration.update({f"{which}_plan": plan, f"{which}_plan_runs": calibration_runs[plan],
-                            f"{which}_plan_step": typical_step(calibration_runs[plan])})
+        calibration.update({f"{which}_plan": plan, f"{which}_plan_runs": calibration_runs[plan, "serial"],
+                            f"{which}_plan_step": typical_step(calibration_runs[plan, "serial"])})
+    calibration["call_plan_overlap_runs"] = calibration_runs[CALL_PLAN, "overlap"]
     calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
     sh([CLUSTER, "down"], 60)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
             # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
             "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
+            # amsp-train's options beyond the model's (check.py --train-args); runs saved before it: none.
+            "train_args": " ".join(a.train_args),
+            # The workload the planner prices (runs saved before these fields: check.py's defaults).
+            "global_batch": a.global_batch, "model_args": " ".join(a.model_args),
+            "serial_args": " ".join(MODES["serial"]),  # runs saved before it: --no-overlap alone
             # The token buckets' burst (scripts/cluster.sh): runs saved before the field had 64kb;
             # "rate" is cluster.sh's default since 2026-12-04 (1.5 ms of the rate, at least 18000 bytes).
             "burst": os.environ.get("AMSP_CLUSTER_BURST", "rate"),

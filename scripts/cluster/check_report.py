@@ -13,16 +13,19 @@ from check_stats import best_fit, bootstrap_floor, distinct_plans, separable_pai
 
 def print_tables(config):
     m, links = config["model"], config["links"]
-    print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link\n")
+    train_args = f"; amsp-train {config['train_args']}" if config.get("train_args") else ""
+    print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link{train_args}\n")
     print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
           f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.1f} ns "
           f"per updated parameter; {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
           f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}); "
+          f"overlap slowdown κ {m['overlap_slowdown']:.3f} (from {m['overlap_slowdown_from']}); "
           f"CPU contention, computing ranks:seconds per sequence: {m['contention'][0]}. Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
           f"inter ring step.\n")
     for mode, rows in config["tables"].items():
-        print(f"{mode} (amsp-train {' '.join(MODES[mode]) or 'default'}; planner's "
+        args = config.get("serial_args", "--no-overlap") if mode == "serial" else " ".join(MODES[mode])
+        print(f"{mode} (amsp-train {args or 'default'}; planner's "
               f"{'step with overlap' if mode == 'overlap' else 'step without overlap'}):\n")
         print(f"| plan | p, g, os | measured s/step ({check_stats.STEP_ESTIMATOR} of runs; spread) | predicted | error | compute measured / predicted | "
               "link B/step/node measured | link model | engine inter-node B x R |")

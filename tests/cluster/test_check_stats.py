@@ -219,6 +219,38 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("load plain", check.load_run(os.path.join(tmp, "r.json")), run)
     expect("load xz", check.load_run(os.path.join(tmp, "r.json.xz")), run)
 
+# The planner's κ per run: given, else 0 under an emulated accelerator (a time above 0) and 1 for CPU compute.
+expect("device ms, spaced", check.emulated_device_ms("--foo 1 --device-ms-per-sequence 30"), 30.0)
+expect("device ms, =", check.emulated_device_ms("--device-ms-per-sequence=0.5"), 0.5)
+expect("device ms, last wins", check.emulated_device_ms("--device-ms-per-sequence 3 --device-ms-per-sequence 0"), 0.0)
+expect("device ms, absent", check.emulated_device_ms(""), 0.0)
+ns = argparse.Namespace
+expect("kappa, cpu", check.overlap_slowdown(ns(overlap_slowdown=None), {"calibration": {}}, [], 0, 0)[0], 1.0)
+expect("kappa, device", check.overlap_slowdown(ns(overlap_slowdown=None), {
+    "calibration": {}, "train_args": "--device-ms-per-sequence 30"}, [], 0, 0)[0], 0.0)
+expect("kappa, device off", check.overlap_slowdown(ns(overlap_slowdown=None), {
+    "calibration": {}, "train_args": "--device-ms-per-sequence 0"}, [], 0, 0)[0], 1.0)
+expect("kappa, given", check.overlap_slowdown(ns(overlap_slowdown=0.3), {
+    "calibration": {"call_plan_overlap_runs": [1.0]}}, [], 0, 0)[0], 0.3)
+# Calibrated: a stand-in planner whose CALL_PLAN steps with overlap are 0.040 + 0.020·κ s, measured
+# at 0.045 and 0.047 (mean 0.046) -> κ = 0.3; measured at 0.035 (below κ = 0) -> 0; at 0.07 -> 1.
+def fake_step_sh(cmd, timeout):
+    kappa = float(cmd[cmd.index("--overlap-slowdown") + 1])
+    return json.dumps({"overlapped": 0.040 + 0.020 * kappa})
+class KappaArgs(Args):
+    overlap_slowdown = None
+
+
+saved_sh = check.sh
+check.sh = fake_step_sh
+kappa_config = {"mesh": "4x2", "rate": "1gbit", "profile": "p.json",
+                "links": {"intra_gbytes": 1, "intra_latency": 0, "inter_latency": 0},
+                "calibration": {"call_plan": "cal", "call_plan_overlap_runs": [0.045, 0.047]}}
+for runs, want in (([0.045, 0.047], 0.3), ([0.035], 0.0), ([0.07], 1.0)):
+    kappa_config["calibration"]["call_plan_overlap_runs"] = runs
+    expect(f"kappa calibrated from {runs}", check.overlap_slowdown(KappaArgs(), kappa_config, [], 0, 0)[0], want, 1e-5)
+check.sh = saved_sh
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
