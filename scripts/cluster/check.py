@@ -11,29 +11,25 @@ best, and the bytes the node links carried vs what the engine expects. Run it th
 scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predicts a saved run.
 """
 import argparse
-import atexit
 import json
 import lzma
 import os
-import re
 import statistics
 import subprocess
 import sys
-import tempfile
 
-# The check's parts, one purpose each; this file holds the planner's model of a run (calibrated
-# overheads, the prediction, the analysis) and the command line. check_measure runs the cluster,
-# check_stats forms the numbers (its STEP_ESTIMATOR is set there by main: typical_step reads it),
-# check_report prints the tables.
+# The check's parts, one purpose each; this file holds the planner's model of a run (its calibrated
+# overheads and κ, the analysis) and the command line. check_measure runs the cluster,
+# check_predict forms the planner's command, check_stats forms the numbers (its STEP_ESTIMATOR is
+# set there by main: typical_step reads it), check_report prints the tables.
 import check_stats
 import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
+from check_predict import (PROFILE_KINDS, compute_model_args, contention_args, embedded_profile, predict_command,  # noqa: F401
+                           profile_args, profile_kind)
 from check_report import print_tables
 from check_stats import slope, summarize, typical_step
 
-# The profile kinds the planner can price with (--profile-kind, besides auto): back to back, gapped,
-# or split (back to back for chained calls, gapped for the calls between compute segments).
-PROFILE_KINDS = ("back-to-back", "gap", "split")
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's step per schedule (check_measure.MODES)
 
 
@@ -158,57 +154,6 @@ def analyze(a, config):
     return config
 
 
-def compute_model_args(a, config):
-    """The compute model given to the planner, from the calibration (ddp without overlap):
-    line: the planner fits the points (fit_compute_model: seconds per sequence and per updated
-      parameter) of the example's compute_ms (the step without its waits);
-    origin (the default): seconds per sequence of the point at the runs' own batch (no
-      extrapolation: under the load we measured, 4x the batch took 7 to 12x as long);
-    step: the whole ddp step at the runs' batch, less what the planner prices for
-      ddp's own communication: the compute as the slowest rank delivers it, waits for the others
-      included. On an oversubscribed CPU a rank's own compute_ms is not what the group waits for:
-      every collective waits for the last rank, descheduled more than rank 0 (measured: the steps
-      missed 0.3 to 0.8 s with rank 0's compute, whatever the plan's number of collectives). Not
-      the default: under load the one ddp step it rests on varied by 67 % between runs.
-    Then the CPU contention points (contention_args), anchored at the same rate for k = n."""
-    points = config["calibration"]["points"]
-    return compute_rate_args(a, config, points) + contention_args(a, config)
-
-
-def contention_args(a, config):
-    """--contention for the planner when on and measured (saved runs before it have none)."""
-    points = config["calibration"].get("contention")
-    if a.contention == "off" or not points or len({k for k, _ in points}) < 2:
-        return []
-    return ["--contention", ",".join(f"{k:.4g}:{t:.4g}" for k, t in points)]
-
-
-def compute_rate_args(a, config, points):
-    """The compute rate (every rank computing) of compute_model_args's modes."""
-    if a.compute == "line":
-        return ["--calibration", ",".join(f"{b}:{t}" for b, t in points)]
-    samples, seconds = points[0]
-    if a.compute == "step" and "ddp_step" in config["calibration"]:
-        ddp = json.loads(sh(predict_command(a, config, ["ddp"], ["--seconds-per-sample", "1e-12"]), 60))
-        seconds = max(config["calibration"]["ddp_step"] - ddp["serial"], 1e-6)
-    return ["--seconds-per-sample", str(seconds / samples), "--update-seconds-per-param", "0"]
-
-
-def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0):
-    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown) only changes the
-    step with overlap (overlap_slowdown resolves it)."""
-    mesh, rate, links = config["mesh"], config["rate"], config["links"]
-    return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
-            "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
-            "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
-            "--global-batch", str(config.get("global_batch", a.global_batch)),
-            "--overlap-slowdown", str(kappa),
-            "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
-            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits] + \
-        compute_args + \
-        (config["model_args"].split() if "model_args" in config else a.model_args)
-
-
 def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
     """(κ, where it comes from) for a run's predictions with overlap: --overlap-slowdown when given;
     else calibrated like the overheads, from a plan not among those checked: the κ in [0, 1] that
@@ -254,57 +199,6 @@ def emulated_device_ms(train_args):
     return ms
 
 
-def profile_kind(a, config):
-    """--profile-kind resolved for one case. auto (the default): back to back for a run whose
-    nodes had CPUs of their own (config "cpus" == "node": scripts/cluster.sh's default since
-    2026-12-03 21:45), else the gapped profile when the run measured one. The rule, written before
-    any run had both: the profile that predicts better is the one the check prices with.
-    Without per-node CPUs the gapped one did (2026-12-03 17:59: lower median error in 7 of 8
-    cases; a call in training followed a compute segment and waits for descheduled peers); with
-    them the back-to-back one does (the two pinned runs, 21:15 and 21:55: lower error in 13 of 20
-    cases, higher in 5; Spearman higher in 12, lower in 5): a call now mostly follows another call of
-    the same chain, and the gapped profile's idle 10 ms refill the token bucket, so each of its
-    calls passes a free 64 KiB burst (5 ms at 100 Mbit/s) that a chain of calls does not get
-    (docs/planner-check.md)."""
-    if a.profile_kind == "auto":
-        if config.get("cpus") == "node" or "profile_gap" not in config:
-            return "back-to-back"
-        return "gap"
-    return a.profile_kind
-
-
-def profile_args(a, config):
-    """amsp-cluster-predict's profile options for profile_kind: back to back (--profile), gapped
-    (amsp-profile --gap-us, measured since 2026-12-03's reanalysis; earlier runs have none), or
-    split: back to back for the calls chained after other calls and gapped for the calls between
-    two compute segments (--profile-after-compute, Cluster::profile_after_compute)."""
-    kind = profile_kind(a, config)
-    if kind in ("gap", "split") and "profile_gap" not in config:
-        print(f"check.py: --profile-kind {kind}: the run of {config['mesh']} {config['rate']} has no gapped "
-              "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
-              file=sys.stderr)
-        sys.exit(2)
-    if kind == "gap":
-        return ["--profile", embedded_profile(config, "profile_gap")]
-    if kind == "split":
-        return ["--profile", embedded_profile(config, "profile"),
-                "--profile-after-compute", embedded_profile(config, "profile_gap")]
-    return ["--profile", embedded_profile(config, "profile")]
-
-
-def embedded_profile(config, key):
-    """The path of the run's profile `key`: the profile the run embedded (written once to a
-    temporary file), else the path it was measured at (runs saved before embedding)."""
-    if key + "_data" not in config:
-        return config[key]
-    if key + "_file" not in config:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="amsp-profile-", delete=False) as out:
-            json.dump(config[key + "_data"], out)
-        atexit.register(os.unlink, out.name)
-        config[key + "_file"] = out.name
-    return config[key + "_file"]
-
-
 def gap_summary(a, config):
     """The targets once more with each other profile kind (back to back, gapped, split), when the
     run has both profiles: one line per kind and schedule, so that one run says which kind predicts
@@ -323,11 +217,6 @@ def gap_summary(a, config):
             print(f"{config['mesh']} {config['rate']} {mode}, priced with the {kind} profile instead: "
                   f"median |error| {100 * s['median_abs_error']:.1f} %, Spearman {s['spearman']:.2f}, "
                   f"pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} %")
-
-
-def rate_gbit(rate):
-    m = re.match(r"([0-9.]+)([kmgt]?)bit$", rate)
-    return float(m.group(1)) * {"": 1e-9, "k": 1e-6, "m": 1e-3, "g": 1.0, "t": 1e3}[m.group(2)]
 
 
 def load_run(path):
