@@ -21,7 +21,8 @@ class EmulatedDevice {
 public:
   /// ms_per_sequence per sequence of a micro-batch: a third in the forward, two thirds in the
   /// backward (a backward computes two products per forward one), each spread over the buckets in
-  /// proportion to their parameters (a dense layer's work is parameters x tokens). 0 = off.
+  /// proportion to their parameters (a dense layer's work is parameters x tokens; the embedding's
+  /// lookup costs a GPU less than its share, which runs m-o of docs/planner-check.md kept). 0 = off.
   EmulatedDevice(double ms_per_sequence, const std::vector<ParamBucket>& buckets) : ms_per_sequence_(ms_per_sequence) {
     std::size_t total = 0;
     for (const ParamBucket& b : buckets) total += b.numel;
