@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--no-overlap", action="store_true", help="amsp-train --no-overlap")
     ap.add_argument("--global-batch", type=int, default=32)
     ap.add_argument("--model", default=check_measure.DEFAULT_MODEL)
+    ap.add_argument("--train-args", default="", help="more amsp-train options for every run (as check.py's)")
     a = ap.parse_args()
     mesh = re.fullmatch(r"([1-9][0-9]?)x([1-9][0-9]?)", a.mesh)
     if not mesh:
@@ -58,7 +59,7 @@ def main():
         return 77
     ranks, nodes = map(int, mesh.groups())
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
-    a.model_args, a.mpi_check_calls = a.model.split(), "off"
+    a.model_args, a.train_args, a.mpi_check_calls = a.model.split(), a.train_args.split(), "off"
     sh([CLUSTER, "up", str(nodes), str(ranks), a.rate], 120)
     steps = []
     try:

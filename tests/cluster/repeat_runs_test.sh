@@ -8,7 +8,8 @@ export AMSP_CLUSTER_NAME=amspntrep AMSP_CLUSTER_STATE=/run/amspntrep
 [[ $(id -u) == 0 ]] || { echo "SKIP: needs root"; exit 77; }
 rc=0; "$python" "$script" --mesh 4 >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || { echo "FAIL: --mesh 4 exited $rc, want 2"; exit 1; }
-out=$("$python" "$script" --build "$build" --mesh 2x2 --rate 1gbit --plan ddp --seconds 1 --steps 4) || {
+out=$("$python" "$script" --build "$build" --mesh 2x2 --rate 1gbit --plan ddp --seconds 1 --steps 4 \
+      --train-args "--device-ms-per-sequence 1") || {
   rc=$?; [[ $rc == 77 ]] && exit 77; echo "FAIL: exit $rc"; echo "$out"; exit 1; }
 echo "$out"
 grep -Eq '^ +0 step +[0-9.]+ ms  rank 0 compute +[0-9.]+ ms  steal +[0-9.]+ %$' <<<"$out" || { echo "FAIL: no run line"; exit 1; }
