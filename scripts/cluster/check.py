@@ -25,8 +25,7 @@ import sys
 import check_stats
 import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
-from check_predict import (PROFILE_KINDS, compute_model_args, contention_args, embedded_profile, predict_command,  # noqa: F401
-                           profile_args, profile_kind)
+from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind
 from check_report import print_tables
 from check_stats import slope, summarize, typical_step
 

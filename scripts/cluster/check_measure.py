@@ -39,7 +39,7 @@ CALIBRATION_REPEATS = 3
 # serial runs put the engine on the caller's thread too: with --no-overlap alone the async engine's
 # worker still reduces each bucket while the lower blocks' backward runs, which under an emulated
 # accelerator (--train-args '--device-ms-per-sequence X', a sleep that frees the cores) really hides
-# the reductions (2026-12-04, 4x2 at 1 Gbit/s: ddp 38 ms measured against 42 predicted serial). Runs
+# the reductions (a smoke run, 2026-12-04, 4x2 at 1 Gbit/s: ddp 38 ms measured against 42 predicted serial). Runs
 # saved before this (2026-12-04's tenth session) ran serial with the async engine.
 MODES = {"overlap": [], "serial": ["--no-overlap", "--engine-space", "serial"]}
 

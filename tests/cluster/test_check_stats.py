@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/cluster/check.py's statistics (check_stats.py), its readings of amsp-train's output
-(check_measure.py) and its calibration of the overheads (check.py), against
-hand-computed values (no cluster, no planner: the planner is replaced by a linear stand-in whose
+(check_measure.py), the planner's profile options (check_predict.py) and its calibration of the
+overheads and κ (check.py), against hand-computed values (no cluster, no planner: the planner is replaced by a linear stand-in whose
 slopes are known). Exit 0 on success, 1 with the failed checks listed."""
 import argparse
 import json
@@ -11,6 +11,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster"))
 import check  # noqa: E402
 import check_measure  # noqa: E402
+import check_predict  # noqa: E402
 import check_stats  # noqa: E402
 
 failures = []
@@ -192,19 +193,19 @@ if twins[0]["plan"] != "x7" or len(twins[0]["repeats"]) != 3:
 # Which profile prices a case: auto is back to back on a cluster with a CPU block per node, the
 # gapped profile on one without (runs saved before the field: none) when the run measured it.
 auto, gap = argparse.Namespace(profile_kind="auto"), argparse.Namespace(profile_kind="gap")
-expect("auto, pinned", check.profile_kind(auto, {"cpus": "node", "profile_gap": "g"}), "back-to-back")
-expect("auto, shared cores", check.profile_kind(auto, {"cpus": "none", "profile_gap": "g"}), "gap")
-expect("auto, saved before the field", check.profile_kind(auto, {"profile_gap": "g"}), "gap")
-expect("auto, no gapped profile", check.profile_kind(auto, {"cpus": "none"}), "back-to-back")
-expect("explicit", check.profile_kind(gap, {"cpus": "node", "profile_gap": "g"}), "gap")
+expect("auto, pinned", check_predict.profile_kind(auto, {"cpus": "node", "profile_gap": "g"}), "back-to-back")
+expect("auto, shared cores", check_predict.profile_kind(auto, {"cpus": "none", "profile_gap": "g"}), "gap")
+expect("auto, saved before the field", check_predict.profile_kind(auto, {"profile_gap": "g"}), "gap")
+expect("auto, no gapped profile", check_predict.profile_kind(auto, {"cpus": "none"}), "back-to-back")
+expect("explicit", check_predict.profile_kind(gap, {"cpus": "node", "profile_gap": "g"}), "gap")
 
 # The planner's profile options per kind (paths of profiles saved before embedding are used as is):
 # split prices chained calls back to back and the calls between compute segments gapped.
 saved = {"cpus": "node", "profile": "b2b.json", "profile_gap": "gap.json"}
-expect("args, back to back", check.profile_args(argparse.Namespace(profile_kind="back-to-back"), saved),
+expect("args, back to back", check_predict.profile_args(argparse.Namespace(profile_kind="back-to-back"), saved),
        ["--profile", "b2b.json"])
-expect("args, gap", check.profile_args(gap, saved), ["--profile", "gap.json"])
-expect("args, split", check.profile_args(argparse.Namespace(profile_kind="split"), saved),
+expect("args, gap", check_predict.profile_args(gap, saved), ["--profile", "gap.json"])
+expect("args, split", check_predict.profile_args(argparse.Namespace(profile_kind="split"), saved),
        ["--profile", "b2b.json", "--profile-after-compute", "gap.json"])
 
 # A saved run reads back plain and xz-compressed (bench/data keeps them as .json.xz).
