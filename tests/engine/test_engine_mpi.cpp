@@ -6,7 +6,7 @@
 // the HostAsync space (the engine's two worker threads make its MPI calls; MPI initialised with
 // MPI_THREAD_MULTIPLE) ends bitwise where the HostSerial run ends, and the traffic check runs in
 // HostAsync. Without it (MPI_THREAD_FUNNELED), a HostAsync engine whose plan shards P is rule
-// engine.concurrent_calls. Prints "N passed, N failed" on rank 0.
+// engine.concurrent_calls. In both, handles wait by polling exactly under MPI_THREAD_MULTIPLE. Prints "N passed, N failed" on rank 0.
 #include <mpi.h>
 
 #include <cmath>
@@ -124,6 +124,9 @@ int run_checks(MpiCommunicator& world, bool async) {
   const int size = world.size();
   const amsp::Mesh mesh = size == 8 ? amsp::Mesh(4, 2) : size == 4 ? amsp::Mesh(2, 2) : amsp::Mesh(size, 1);
   try {
+    // Handles wait by polling MPI_Test exactly when two threads may wait at once (mpi.hpp).
+    expect(world, world.handle_waits_poll() == async, async ? "MPI_THREAD_MULTIPLE: handle waits poll"
+                                                            : "MPI_THREAD_FUNNELED: handle waits call MPI_Wait");
     if (async) {
       async_matches_serial(world, mesh);
       traffic<amsp::HostAsync>(world, mesh);

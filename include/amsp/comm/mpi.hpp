@@ -18,6 +18,8 @@
 // - with MpiOptions::collective_timeout (the watchdog, off by default), every wait polls with a
 //   deadline, and a collective that does not complete in time ends the job with MPI_Abort and a
 //   message naming the call and the rank (amsp/comm/detail/mpi_watchdog.hpp).
+// - under MPI_THREAD_MULTIPLE, a handle's wait() polls MPI_Test instead of calling MPI_Wait (the
+//   reason is at handle_wait_); blocking collectives still call MPI's blocking forms.
 //
 // MPI errors are returned, not fatal, on the communicators amsp owns, and thrown as rule comm.mpi.
 
@@ -123,8 +125,8 @@ struct FreeMpiComm {
 class MpiRequestState final : public HandleState {
 public:
   MpiRequestState(MPI_Request request, std::function<void()> finish, std::chrono::nanoseconds timeout = {},
-                  WatchedCall what = {})
-      : request_(request), finish_(std::move(finish)), timeout_(timeout), what_(what) {}
+                  WatchedCall what = {}, WaitMode mode = WaitMode::block)
+      : request_(request), finish_(std::move(finish)), timeout_(timeout), what_(what), mode_(mode) {}
   bool test() override {
     if (request_ != MPI_REQUEST_NULL) {
       int done = 0;
@@ -135,7 +137,7 @@ public:
     return true;
   }
   void wait() override {
-    check_mpi(wait_watched(request_, timeout_, what_), "MPI_Wait");
+    check_mpi(wait_watched(request_, timeout_, what_, mode_), "MPI_Wait");
     complete();
   }
 
@@ -147,6 +149,7 @@ private:
   std::function<void()> finish_;
   std::chrono::nanoseconds timeout_;
   WatchedCall what_;
+  WaitMode mode_;
 };
 
 }  // namespace detail
@@ -227,6 +230,9 @@ public:
     detail::check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
     return provided >= MPI_THREAD_MULTIPLE;
   }
+  /// True when a handle's wait() polls MPI_Test rather than calling MPI_Wait: under
+  /// MPI_THREAD_MULTIPLE (the reason is at handle_wait_).
+  [[nodiscard]] bool handle_waits_poll() const noexcept { return handle_wait_ == detail::WaitMode::poll; }
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {
@@ -311,6 +317,7 @@ private:
     if (owned) detail::check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     detail::check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
     detail::check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+    if (concurrent_calls_allowed()) handle_wait_ = detail::WaitMode::poll;
   }
 
   // With check_calls: one MPI_Allreduce(MAX) over (v, -v) gives every rank the maximum and the
@@ -366,7 +373,7 @@ private:
       if (finish) finish();
       return Handle();
     }
-    return Handle(std::make_shared<detail::MpiRequestState>(request, std::move(finish), timeout, what));
+    return Handle(std::make_shared<detail::MpiRequestState>(request, std::move(finish), timeout, what, handle_wait_));
   }
 
   template <class T>
@@ -455,6 +462,12 @@ private:
   int rank_ = 0;
   int size_ = 1;
   Options options_{};
+  // How a handle's wait() completes its request. Under MPI_THREAD_MULTIPLE, Open MPI 4.1's
+  // MPI_Wait parks a thread on a condition variable while another thread drives progress, and the
+  // thread runs again only when the scheduler gets to it: with an engine's two streams waiting at
+  // once on a busy machine that cost milliseconds per collective (docs/cluster.md, "Waiting for
+  // MPI from two threads"). Polling with MPI_Test drives progress on every waiting thread.
+  detail::WaitMode handle_wait_ = detail::WaitMode::block;
 };
 
 static_assert(communicator<MpiCommunicator>);

@@ -46,14 +46,22 @@ struct WatchedCall {
   std::abort();  // MPI_Abort does not return; this is for the compiler
 }
 
-/// Completes `request`: MPI_Wait without a timeout, else MPI_Test until done or until `timeout`
-/// passed (then watchdog_abort). Returns MPI's error code.
-inline int wait_watched(MPI_Request& request, std::chrono::nanoseconds timeout, const WatchedCall& what) {
-  if (timeout.count() <= 0) return MPI_Wait(&request, MPI_STATUS_IGNORE);
+/// How a wait completes a request that is not done yet.
+enum class WaitMode {
+  block,  ///< MPI_Wait
+  poll,   ///< MPI_Test in a loop (PollBackoff): under MPI_THREAD_MULTIPLE, see MpiCommunicator
+};
+
+/// Completes `request`: MPI_Wait (WaitMode::block without a timeout), else MPI_Test until done or,
+/// with a `timeout`, until it passed (then watchdog_abort). Returns MPI's error code.
+inline int wait_watched(MPI_Request& request, std::chrono::nanoseconds timeout, const WatchedCall& what,
+                        WaitMode mode = WaitMode::block) {
+  if (timeout.count() <= 0 && mode == WaitMode::block) return MPI_Wait(&request, MPI_STATUS_IGNORE);
   const auto start = std::chrono::steady_clock::now();
   for (PollBackoff backoff;; backoff.pause()) {
     int done = 0;
     if (const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE); code != MPI_SUCCESS || done) return code;
+    if (timeout.count() <= 0) continue;
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > timeout) watchdog_abort(what, timeout);
   }
