@@ -198,6 +198,8 @@ int run(int argc, char** argv) {
     // (one double) after every step; nothing hides it (it waits for the step): a wait at the end
     // of the step, next to the update.
     StepCompute step = measured_step_compute(plan, compute, samples, M, params);
+    step.unit_shares = parameter_shares(units);  // the engine's schedule, bucket by bucket
+    step.gather_in_backward = schedule.reshard_after_forward;
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
     step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
     const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds);

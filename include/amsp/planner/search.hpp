@@ -82,7 +82,7 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
     e.terms.push_back({t.name, t.window, seconds.back(), t.bytes_per_rank(), t.intra_node(), measured});
     e.comm_seconds += seconds.back();
   }
-  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds);
+  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds, units, in.schedule.reshard_after_forward);
   return e;
 }
 }  // namespace detail

@@ -17,7 +17,11 @@
 //     T = update + Σ_windows max(compute_w + κ·comm_w, comm_w).
 // Per-micro-batch traffic is apportioned to the windows in proportion to their compute. This
 // ignores what no window can hide (the first module's gather before any compute exists, the last
-// bucket's reduction after the backward ends): it is an optimistic bound on the executor.
+// bucket's reduction after the backward ends) and lets a call hide behind compute that runs
+// before the call can start: an optimistic bound on the executor. Where the compute side names
+// its units (StepCompute::unit_shares) and the terms are the engine's, the overlapped step is
+// instead the engine's schedule run unit by unit (step_pipeline.hpp); the paper's terms keep the
+// windows.
 //
 // MFU = model FLOPs per rank per step / (T × peak), model FLOPs as in workload.hpp.
 //
@@ -30,12 +34,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/comm_model.hpp"
 #include "amsp/planner/compute_model.hpp"
 #include "amsp/planner/model.hpp"
+#include "amsp/planner/step_pipeline.hpp"
 #include "amsp/planner/workload.hpp"
 #include "amsp/sharding/plan.hpp"
 
@@ -71,6 +77,10 @@ struct StepCompute {
   /// Seconds of waits outside the terms that nothing hides (the example's loss AllReduce): added
   /// to both steps like the update, but blocked time, not compute, for CPU contention.
   double wait = 0;
+  /// Each unit's share of the parameters, forward order (parameter_shares): the overlapped step
+  /// follows the engine's schedule unit by unit (step_pipeline.hpp). Empty: the phase windows.
+  std::vector<double> unit_shares = {};
+  bool gather_in_backward = true;  ///< ScheduleOptions::reshard_after_forward
 };
 
 /// Step time from the compute side and the seconds of each term (in `terms` order); κ is the
@@ -100,15 +110,28 @@ struct StepCompute {
   const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
   s.overlapped = s.update + compute.wait + window(forward, first + every * share_first) +
                  window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
+  if (!compute.unit_shares.empty()) {
+    const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
+                             compute.gather_in_backward};
+    if (const double t = pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds); t >= 0)
+      s.overlapped = t + compute.wait;
+  }
   return s;
 }
 
 /// Step time of `plan` given the seconds of each term (in `terms` order), compute from the FLOP
-/// model on the cluster's GPUs.
+/// model on the cluster's GPUs; with `units` (the terms' units) the overlapped step follows the
+/// engine's schedule unit by unit (step_pipeline.hpp), `gather_in_backward` as in ScheduleOptions.
 [[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
-                                        const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds) {
-  const StepCompute compute{micro_batch_compute_seconds(m, w, c), w.recompute ? 0.25 : 1.0 / 3.0, w.micro_batches,
-                            update_seconds(plan, m, c), 0.0};
+                                        const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
+                                        std::span<const Module> units = {}, bool gather_in_backward = true) {
+  const StepCompute compute{micro_batch_compute_seconds(m, w, c),
+                            w.recompute ? 0.25 : 1.0 / 3.0,
+                            w.micro_batches,
+                            update_seconds(plan, m, c),
+                            0.0,
+                            units.empty() ? std::vector<double>{} : parameter_shares(units),
+                            gather_in_backward};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);

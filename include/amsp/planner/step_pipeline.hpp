@@ -1,0 +1,132 @@
+#pragma once
+// The overlapped step as the engine's schedule runs it, unit by unit (docs/planner.md, "Step
+// time, overlap, MFU"). The phase windows of step_model.hpp let any call hide behind any compute
+// of its phase; in the engine a call can only run once what it needs exists, and compute waits
+// for what it needs:
+//   - the spread of unit i (after the update) runs on the communication stream, unit by unit;
+//   - a forward gathers unit i on the gather stream (after its spread in the first micro-batch),
+//     unit 0 when the forward reaches it and unit i + 1 as a prefetch when unit i starts to
+//     compute; unit i computes once its gather has ended;
+//   - a backward gathers again from the last unit down (the last when the backward starts, unit
+//     i − 1 as a prefetch beside unit i) unless the gathered weights were kept;
+//   - unit i's gradient reduction runs on the communication stream once its backward has
+//     computed (the OS stage and the replica AllReduce too in the last micro-batch); the next
+//     micro-batch starts at once, the step ends when the stream has drained, then the norm.
+// Each term's seconds are spread over the units in proportion to their parameters, and so is
+// each pass's compute (the way a GPU layer's time goes with its weights, and the way
+// amsp-train's emulated accelerator sleeps). κ (Cluster::overlap_slowdown) then slows the
+// compute by κ × the communication that ran beside it:
+//     T = T_schedule + κ · Σ_compute segments (time a stream was busy inside the segment).
+// Two streams run at once; a rank's link is not shared between them here (the profile times
+// each call alone).
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amsp/core/error.hpp"
+#include "amsp/planner/comm_model.hpp"
+
+namespace amsp::planner {
+
+/// The compute of one step, unit by unit, for pipelined_step_seconds.
+struct UnitSchedule {
+  std::vector<double> shares;  ///< each unit's share of the parameters, forward order (sums to 1)
+  double forward = 0;          ///< seconds of one micro-batch's forward (all units)
+  double backward = 0;         ///< seconds of one micro-batch's backward
+  int micro_batches = 1;
+  double update = 0;          ///< the optimizer update before the spread (nothing overlaps it)
+  bool gather_in_backward = true;  ///< the backward gathers again (ScheduleOptions::reshard_after_forward)
+};
+
+/// Each unit's share of the parameters of `units`.
+[[nodiscard]] inline std::vector<double> parameter_shares(std::span<const Module> units) {
+  double total = 0;
+  for (const Module& m : units) total += static_cast<double>(m.params);
+  check(!units.empty() && total > 0, "planner.units", "a step needs units with parameters, got ", units.size(),
+        " units of ", total, " parameters");
+  std::vector<double> shares;
+  for (const Module& m : units) shares.push_back(static_cast<double>(m.params) / total);
+  return shares;
+}
+
+namespace detail {
+/// A stream: work queued on it runs one piece after another; busy() is the time it ran inside a window.
+struct PipelineStream {
+  double free_at = 0;
+  std::vector<std::pair<double, double>> runs;  // [start, end) of each piece
+  double run(double ready, double seconds) {
+    const double start = std::max(ready, free_at);
+    free_at = start + seconds;
+    if (seconds > 0) runs.emplace_back(start, free_at);
+    return free_at;
+  }
+  [[nodiscard]] double busy(double from, double to) const {
+    double b = 0;
+    for (const auto& [s, e] : runs) b += std::max(0.0, std::min(e, to) - std::max(s, from));
+    return b;
+  }
+};
+}  // namespace detail
+
+/// The overlapped step's seconds (without StepCompute::wait) for engine-mode terms
+/// (comm_model.hpp, CommMode::engine) and their seconds, or a negative value when a term is not
+/// one of the engine's (the paper's terms: step_model.hpp's windows price those).
+[[nodiscard]] inline double pipelined_step_seconds(const UnitSchedule& u, double overlap_slowdown,
+                                                   const std::vector<CommTerm>& terms,
+                                                   const std::vector<double>& term_seconds) {
+  const std::size_t n = u.shares.size();
+  check(n > 0 && u.micro_batches >= 1 && term_seconds.size() == terms.size(), "planner.pipeline",
+        "need units, micro-batches >= 1 and one time per term, got ", n, " units, ", u.micro_batches,
+        " micro-batches, ", term_seconds.size(), " times for ", terms.size(), " terms");
+  const int M = u.micro_batches;
+  // Per-step seconds of each slot of the schedule.
+  double gathers = 0, each_reduction = 0, last_reduction = 0, spread = 0, norm = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const std::string& name = terms[i].name;
+    const double t = term_seconds[i];
+    if (name == name_of(TrafficTerm::param_gather)) gathers += t;
+    else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) each_reduction += t;
+    else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) last_reduction += t;
+    else if (name == name_of(TrafficTerm::param_spread)) spread += t;
+    else if (name == name_of(TrafficTerm::grad_norm)) norm += t;
+    else return -1.0;
+  }
+  const double passes = u.gather_in_backward ? 2.0 : 1.0;
+  const auto gather = [&](std::size_t i) { return gathers / (M * passes) * u.shares[i]; };
+  detail::PipelineStream comm, gather_stream;
+  std::vector<std::pair<double, double>> compute;  // [start, end) of each unit's compute
+  std::vector<double> spread_end(n, u.update);
+  for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i]);
+  double t = u.update;
+  for (int m = 0; m < M; ++m) {
+    const auto ready = [&](std::size_t i) { return m == 0 ? std::max(t, spread_end[i]) : t; };
+    // Forward: unit 0 gathered when reached, unit i + 1 prefetched as unit i starts.
+    double gathered = gather_stream.run(ready(0), gather(0));
+    for (std::size_t i = 0; i < n; ++i) {
+      const double start = std::max({t, gathered, m == 0 ? spread_end[i] : 0.0});
+      if (i + 1 < n) gathered = gather_stream.run(m == 0 ? std::max(start, spread_end[i + 1]) : start, gather(i + 1));
+      t = start + u.forward * u.shares[i];
+      compute.emplace_back(start, t);
+    }
+    // Backward: the last unit gathered again when the backward starts, unit i − 1 beside unit i.
+    gathered = u.gather_in_backward ? gather_stream.run(t, gather(n - 1)) : t;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = n - 1 - k;
+      const double start = std::max(t, gathered);
+      if (u.gather_in_backward && i > 0) gathered = gather_stream.run(start, gather(i - 1));
+      t = start + u.backward * u.shares[i];
+      compute.emplace_back(start, t);
+      comm.run(t, (each_reduction / M + (m == M - 1 ? last_reduction : 0.0)) * u.shares[i]);
+    }
+  }
+  const double end = std::max(t, comm.free_at) + norm;
+  double beside = 0;  // communication that ran beside compute
+  for (const auto& [s, e] : compute) beside += comm.busy(s, e) + gather_stream.busy(s, e);
+  return end + overlap_slowdown * beside;
+}
+
+}  // namespace amsp::planner

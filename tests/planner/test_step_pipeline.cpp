@@ -1,0 +1,75 @@
+// The overlapped step run unit by unit (step_pipeline.hpp), against timelines worked out by hand:
+// two units of equal weight, so every compute and transfer of a unit is half its pass or term.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "amsp/planner/step_model.hpp"
+
+using namespace amsp;
+using namespace amsp::planner;
+
+namespace {
+CommTerm term(TrafficTerm t, Window w = Window::every_micro_batch) { return {std::string(name_of(t)), w}; }
+const std::vector<double> halves{0.5, 0.5};
+}  // namespace
+
+TEST_CASE("pipelined step: DDP's reductions wait for their unit's backward") {
+  // Update 0-1; forward 1-2, 2-3; backward unit 1 3-5, its AllReduce (3 s) 5-8; unit 0 5-7, its
+  // AllReduce 8-11. The step ends at 11; the AllReduce ran beside compute during 5-7 (2 s).
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, true};
+  const std::vector<CommTerm> terms{term(TrafficTerm::grad_replicas, Window::last_backward)};
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {6.0}) == doctest::Approx(11.0));
+  CHECK(pipelined_step_seconds(u, 0.5, terms, {6.0}) == doctest::Approx(12.0));
+  // The phase windows would hide all 6 s behind the 4 s backward but 2: 1 + 2 + 6 = 9.
+  StepCompute c{6.0, 1.0 / 3.0, 1, 1.0, 0.0};
+  CHECK(step_time(c, 0.0, terms, {6.0}).overlapped == doctest::Approx(9.0));
+  c.unit_shares = halves;
+  c.wait = 0.25;
+  CHECK(step_time(c, 0.0, terms, {6.0}).overlapped == doctest::Approx(11.25));
+  CHECK(step_time(c, 0.0, terms, {6.0}).serial == doctest::Approx(6.0 + 6.0 + 1.0 + 0.25));
+}
+
+TEST_CASE("pipelined step: ZeRO-3's gathers, prefetched one unit ahead; the norm at the end") {
+  // Gathers 8 s a step: 2 s per unit and pass. Forward: gather 0 at 0-2 (nothing to hide it),
+  // prefetch 1 at 2-4 beside compute 0 (2-3), compute 1 at 4-5. Backward: gather 1 again at 5-7,
+  // compute 1 at 7-9 beside the prefetch of 0 (7-9), its ReduceScatter (1 s) 9-10; compute 0 at
+  // 9-11, its ReduceScatter 11-12; the norm (0.5 s) then: 12.5. Communication beside compute:
+  // 1 (2-3) + 2 (7-9) + 1 (9-10) = 4 s.
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 0.0, true};
+  const std::vector<CommTerm> terms{term(TrafficTerm::param_gather), term(TrafficTerm::grad_reduce_p),
+                                    term(TrafficTerm::grad_norm, Window::last_backward)};
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {8.0, 2.0, 0.5}) == doctest::Approx(12.5));
+  CHECK(pipelined_step_seconds(u, 0.25, terms, {8.0, 2.0, 0.5}) == doctest::Approx(13.5));
+  // Gathered weights kept: 4 s of gathers, once per unit (2 s each), no backward gathers:
+  // gather 0 at 0-2, compute 0 2-3 beside gather 1 (2-4), compute 1 4-5, backward 5-7 and 7-9,
+  // ReduceScatters 7-8 and 9-10, norm 10.5.
+  const UnitSchedule kept{halves, 2.0, 4.0, 1, 0.0, false};
+  CHECK(pipelined_step_seconds(kept, 0.0, terms, {4.0, 2.0, 0.5}) == doctest::Approx(10.5));
+}
+
+TEST_CASE("pipelined step: a unit's forward waits for its spread; micro-batches") {
+  // Update 0-1, spread of unit 0 at 1-3 and of unit 1 at 3-5 (4 s); forward 0 at 3-4, 1 at 5-6;
+  // backward 1 at 6-8, its OS ReduceScatter 8-9; backward 0 at 8-10, its ReduceScatter 10-11.
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, true};
+  const std::vector<CommTerm> terms{term(TrafficTerm::grad_reduce_os, Window::last_backward),
+                                    term(TrafficTerm::param_spread, Window::first_forward)};
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {2.0, 4.0}) == doctest::Approx(11.0));
+  // Two micro-batches of forward 1 s and backward 2 s, the replica AllReduce (2 s) in the last
+  // only: 0-1 forward, 1-3 backward; 3-4 forward, backward 1 at 4-5 then its AllReduce 5-6,
+  // backward 0 at 5-6, its AllReduce 6-7.
+  const UnitSchedule two{halves, 1.0, 2.0, 2, 0.0, true};
+  const std::vector<CommTerm> replicas{term(TrafficTerm::grad_replicas, Window::last_backward)};
+  CHECK(pipelined_step_seconds(two, 0.0, replicas, {2.0}) == doctest::Approx(7.0));
+}
+
+TEST_CASE("pipelined step: the paper's terms are not the engine's; bad input") {
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 0.0, true};
+  const std::vector<CommTerm> paper{{"T_p", Window::every_micro_batch}};
+  CHECK(pipelined_step_seconds(u, 0.0, paper, {1.0}) < 0);
+  CHECK_THROWS_WITH_AS((void)pipelined_step_seconds(u, 0.0, paper, {}), doctest::Contains("planner.pipeline"),
+                       amsp::error);
+  CHECK_THROWS_WITH_AS((void)parameter_shares(std::vector<Module>{}), doctest::Contains("planner.units"), amsp::error);
+  const std::vector<Module> units{{"a", 0, 100}, {"b", 1, 300}};
+  CHECK(parameter_shares(units) == std::vector<double>{0.25, 0.75});
+}
