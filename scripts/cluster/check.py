@@ -161,8 +161,8 @@ def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
     example computes on the CPU (the cores that compute also move the bytes, and Open MPI
     progresses nonblocking collectives only inside MPI calls: docs/planner-check-terms.md) and 0
     under an emulated accelerator (amsp-train --device-ms-per-sequence: a sleep that leaves the
-    cores to the communication, as a GPU's kernels leave the host; docs/planner-check.md,
-    "An emulated accelerator"). The step with overlap never falls as κ grows: bisection."""
+    cores to the communication, as a GPU's kernels leave the host;
+    docs/planner-check-accelerator.md). The step with overlap never falls as κ grows: bisection."""
     if a.overlap_slowdown is not None:
         return a.overlap_slowdown, "--overlap-slowdown"
     cal = config["calibration"]
