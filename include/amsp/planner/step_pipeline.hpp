@@ -54,22 +54,30 @@ struct UnitSchedule {
 }
 
 namespace detail {
-/// A stream: work queued on it runs one piece after another; busy() is the time it ran inside a window.
+using Intervals = std::vector<std::pair<double, double>>;  // [start, end), in time order, disjoint
+
+/// A stream: work queued on it runs one piece after another, each once it is ready and the
+/// piece before it has ended.
 struct PipelineStream {
   double free_at = 0;
-  std::vector<std::pair<double, double>> runs;  // [start, end) of each piece
+  Intervals runs;
   double run(double ready, double seconds) {
     const double start = std::max(ready, free_at);
     free_at = start + seconds;
     if (seconds > 0) runs.emplace_back(start, free_at);
     return free_at;
   }
-  [[nodiscard]] double busy(double from, double to) const {
-    double b = 0;
-    for (const auto& [s, e] : runs) b += std::max(0.0, std::min(e, to) - std::max(s, from));
-    return b;
-  }
 };
+
+/// Seconds where `a` and `b` overlap (both in time order and disjoint: one merge pass).
+[[nodiscard]] inline double overlap_seconds(const Intervals& a, const Intervals& b) {
+  double total = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    total += std::max(0.0, std::min(a[i].second, b[j].second) - std::max(a[i].first, b[j].first));
+    (a[i].second < b[j].second ? i : j) += 1;
+  }
+  return total;
+}
 }  // namespace detail
 
 /// The overlapped step's seconds (without StepCompute::wait) for engine-mode terms
@@ -98,7 +106,7 @@ struct PipelineStream {
   const double passes = u.gather_in_backward ? 2.0 : 1.0;
   const auto gather = [&](std::size_t i) { return gathers / (M * passes) * u.shares[i]; };
   detail::PipelineStream comm, gather_stream;
-  std::vector<std::pair<double, double>> compute;  // [start, end) of each unit's compute
+  detail::Intervals compute;  // each unit's compute
   std::vector<double> spread_end(n, u.update);
   for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i]);
   double t = u.update;
@@ -124,8 +132,8 @@ struct PipelineStream {
     }
   }
   const double end = std::max(t, comm.free_at) + norm;
-  double beside = 0;  // communication that ran beside compute
-  for (const auto& [s, e] : compute) beside += comm.busy(s, e) + gather_stream.busy(s, e);
+  // The communication that ran beside compute.
+  const double beside = detail::overlap_seconds(compute, comm.runs) + detail::overlap_seconds(compute, gather_stream.runs);
   return end + overlap_slowdown * beside;
 }
 
