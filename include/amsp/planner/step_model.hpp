@@ -107,15 +107,17 @@ struct StepCompute {
   const double share_first = forward / s.compute;
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
-  const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
-  s.overlapped = s.update + compute.wait + window(forward, first + every * share_first) +
-                 window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
   if (!compute.unit_shares.empty()) {
     const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
                              compute.gather_in_backward};
-    if (const double t = pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds); t >= 0)
+    if (const double t = pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds); t >= 0) {
       s.overlapped = t + compute.wait;
+      return s;
+    }
   }
+  const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
+  s.overlapped = s.update + compute.wait + window(forward, first + every * share_first) +
+                 window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
   return s;
 }
 

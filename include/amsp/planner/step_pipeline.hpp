@@ -107,16 +107,17 @@ struct PipelineStream {
   const auto gather = [&](std::size_t i) { return gathers / (M * passes) * u.shares[i]; };
   detail::PipelineStream comm, gather_stream;
   detail::Intervals compute;  // each unit's compute
-  std::vector<double> spread_end(n, u.update);
+  std::vector<double> spread_end(n);
   for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i]);
   double t = u.update;
   for (int m = 0; m < M; ++m) {
-    const auto ready = [&](std::size_t i) { return m == 0 ? std::max(t, spread_end[i]) : t; };
+    // The first micro-batch's use of unit i waits for its spread.
+    const auto after_spread = [&](std::size_t i, double at) { return m == 0 ? std::max(at, spread_end[i]) : at; };
     // Forward: unit 0 gathered when reached, unit i + 1 prefetched as unit i starts.
-    double gathered = gather_stream.run(ready(0), gather(0));
+    double gathered = gather_stream.run(after_spread(0, t), gather(0));
     for (std::size_t i = 0; i < n; ++i) {
-      const double start = std::max({t, gathered, m == 0 ? spread_end[i] : 0.0});
-      if (i + 1 < n) gathered = gather_stream.run(m == 0 ? std::max(start, spread_end[i + 1]) : start, gather(i + 1));
+      const double start = after_spread(i, std::max(t, gathered));
+      if (i + 1 < n) gathered = gather_stream.run(after_spread(i + 1, start), gather(i + 1));
       t = start + u.forward * u.shares[i];
       compute.emplace_back(start, t);
     }
