@@ -134,7 +134,11 @@ void check_against_reference(const Update& update, const R& rule, const Ref& ref
     CAPTURE(k);
     double scale = 0, worst = 0;
     for (double v : *ref_states[k]) scale = std::max(scale, std::abs(v));
-    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(buf.state_view(k)[i] - (*ref_states[k])[i]));
+    // An element granted slack has a legitimately different p, and Adam's L2 term carries that
+    // difference into its moments: its states are not comparable to the reference's.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (x.slack[i] == 0) worst = std::max(worst, std::abs(buf.state_view(k)[i] - (*ref_states[k])[i]));
+    }
     CHECK(worst <= 1e-6 * scale);
   }
 }
