@@ -182,22 +182,26 @@ ncclResult_t ncclAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_
   const std::lock_guard lock(amsp::test::fake::mutex());
   return enqueue(comm);
 }
-ncclResult_t ncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm,
+ncclResult_t ncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t) {
   const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.reduce_ops.push_back(op);
   return enqueue(comm);
 }
-ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t) {
   const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.reduce_ops.push_back(op);
   return enqueue(comm);
 }
 ncclResult_t ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) {
   const std::lock_guard lock(amsp::test::fake::mutex());
   return enqueue(comm);
 }
-ncclResult_t ncclReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t comm,
+ncclResult_t ncclReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t op, int, ncclComm_t comm,
                         cudaStream_t) {
   const std::lock_guard lock(amsp::test::fake::mutex());
+  the_control.reduce_ops.push_back(op);
   return enqueue(comm);
 }
 

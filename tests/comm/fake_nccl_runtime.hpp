@@ -58,6 +58,7 @@ struct Control {
   int uses_after_release = 0;  // any call on an aborted or destroyed communicator
   int streams_created = 0;
   int streams_destroyed = 0;
+  std::vector<ncclRedOp_t> reduce_ops;  // the op of every ReduceScatter, AllReduce and Reduce, in call order
   int events_alive = 0;
   std::vector<StreamEventCall> stream_event_calls;  // in call order
   std::vector<std::unique_ptr<Comm>> comms;

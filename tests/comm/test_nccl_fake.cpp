@@ -312,6 +312,22 @@ TEST_CASE("fake nccl: a pending handle destroyed while an exception unwinds abor
   CHECK(message_thrown([&] { nccl.barrier(); }).find("all_gather (count 4) was still pending") != std::string::npos);
 }
 
+TEST_CASE("fake nccl: avg is ncclAvg on a world of several ranks and ncclSum on one rank (NVIDIA/nccl#1950)") {
+  fake::reset();
+  const auto ops_of = [](int rank, int size) {
+    fake::control().reduce_ops.clear();
+    NcclCommunicator nccl = NcclCommunicator::from_unique_id(comm::new_unique_id(), rank, size);
+    nccl.reduce_scatter(buffer, buffer, 2, comm::reduce_op::avg);
+    nccl.all_reduce(buffer, buffer, 2, comm::reduce_op::avg);
+    nccl.reduce(buffer, buffer, 2, comm::reduce_op::avg, 0);
+    nccl.all_reduce(buffer, buffer, 2, comm::reduce_op::sum);
+    return fake::control().reduce_ops;
+  };
+  CHECK(ops_of(1, 4) == std::vector<ncclRedOp_t>{ncclAvg, ncclAvg, ncclAvg, ncclSum});
+  // One rank: the same values by ncclSum, which NCCL before 2.29.7 computes over every element.
+  CHECK(ops_of(0, 1) == std::vector<ncclRedOp_t>{ncclSum, ncclSum, ncclSum, ncclSum});
+}
+
 TEST_CASE("fake nccl: world() over a threads communicator hands every rank rank 0's unique id") {
   fake::reset();
   comm::run_on_threads(3, [](comm::ThreadsCommunicator& host) {

@@ -19,7 +19,9 @@
 //
 // - Buffer conventions are NCCL's own, so nothing is translated; bf16 and fp16 are native NCCL
 //   types (NCCL's reductions compute in fp32 and round to the element type at each step), avg is
-//   ncclAvg.
+//   ncclAvg, except on a one-rank communicator, where it is ncclSum: the same values, and NCCL
+//   before 2.29.7 leaves the tail of a one-rank ncclAvg unwritten (NVIDIA/nccl#1950; seen here
+//   on NCCL 2.28 on an H200: fp64, 4099 elements, the last one untouched).
 // - Blocking collectives enqueue, record an event and wait for it; the asynchronous forms return
 //   a Handle on such an event. Every wait polls the event and NCCL's asynchronous errors, with
 //   NcclOptions::collective_timeout: an error or the timeout aborts every communicator of the
@@ -64,7 +66,11 @@ template <class T>
   else if constexpr (std::is_same_v<T, bf16>) return ncclBfloat16;
   else return ncclFloat16;
 }
-[[nodiscard]] constexpr ncclRedOp_t nccl_op(reduce_op op) { return op == reduce_op::avg ? ncclAvg : ncclSum; }
+/// NCCL's op for `op` on a communicator of `ranks` ranks (avg over one rank is the sum: see the
+/// header comment for why that matters).
+[[nodiscard]] constexpr ncclRedOp_t nccl_op(reduce_op op, int ranks) {
+  return op == reduce_op::avg && ranks > 1 ? ncclAvg : ncclSum;
+}
 
 struct CudaFree {
   void operator()(void* p) const noexcept { cudaFree(p); }
@@ -370,14 +376,14 @@ private:
   template <class T>
   void enqueue_reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op,
                               const detail::NcclCall& what) {
-    comm_->finish_call(ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(), detail::nccl_op(op),
-                                         comm_->get(), stream()),
+    comm_->finish_call(ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(),
+                                         detail::nccl_op(op, size()), comm_->get(), stream()),
                        what);
   }
   template <class T>
   void enqueue_all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, const detail::NcclCall& what) {
-    comm_->finish_call(ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), comm_->get(),
-                                     stream()),
+    comm_->finish_call(ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op, size()),
+                                     comm_->get(), stream()),
                        what);
   }
   template <class T>
@@ -389,8 +395,8 @@ private:
   template <class T>
   void enqueue_reduce(const T* send, T* recv, std::size_t count, reduce_op op, int root, const detail::NcclCall& what) {
     check_root(op_kind::reduce, root);
-    comm_->finish_call(ncclReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), root,
-                                  comm_->get(), stream()),
+    comm_->finish_call(ncclReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op, size()),
+                                  root, comm_->get(), stream()),
                        what);
   }
 
