@@ -5,14 +5,18 @@
 // Its two streams: a gather runs after its own update only, and its ticket counts on its stream.
 // With update_in_backward (the decision taken on the stream before the step's first update): the
 // normal schedule's bits and the host engine's, and the host engine's step counts.
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "amsp/engine/detail/cuda_wait_mode.hpp"
 #include "parity_cases.hpp"
 #include "simulated_device_space.hpp"
 #include "update_in_backward_cases.hpp"
@@ -94,4 +98,24 @@ TEST_CASE("on a device space step() leaves the decision to the stream and last_s
     device.set_steps(7);
     CHECK(device.last_step_result().step == 7);
   });
+}
+
+TEST_CASE("a CUDA engine's task wait comes from AMSP_CUDA_TASK_WAIT: device by default, host, or an error") {
+  const auto wait_with = [](const char* value) {
+    if (value == nullptr) ::unsetenv("AMSP_CUDA_TASK_WAIT");
+    else ::setenv("AMSP_CUDA_TASK_WAIT", value, 1);
+    return amsp::detail::cuda_task_wait_from_environment();
+  };
+  CHECK(wait_with(nullptr) == amsp::CudaTaskWait::on_device);
+  CHECK(wait_with("") == amsp::CudaTaskWait::on_device);
+  CHECK(wait_with("device") == amsp::CudaTaskWait::on_device);
+  CHECK(wait_with("host") == amsp::CudaTaskWait::on_host);
+  std::string rule;
+  try {
+    (void)wait_with("Host");
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+  }
+  CHECK(rule == "engine.cuda_task_wait_env");
+  ::unsetenv("AMSP_CUDA_TASK_WAIT");
 }

@@ -73,6 +73,14 @@ public:
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return group_->size; }
 
+  /// Loads the device data mover's kernels (amsp/comm/threads_cuda.cuh) on the current device now
+  /// rather than at their first launch, which CUDA's lazy loading may make wait for the whole
+  /// device; nothing without the mover. A CUDA engine calls it at construction.
+  void preload_device_kernels() const {
+    if (const detail::DeviceMover* mover = detail::threads_device_mover.load(std::memory_order_acquire))
+      mover->preload();
+  }
+
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count) {
     blocking(describe(detail::ThreadsOp::all_gather, send, recv, count, reduce_op::sum, 0));

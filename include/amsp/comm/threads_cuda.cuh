@@ -132,7 +132,18 @@ inline void move_cuda_buffers(const ThreadsGroup& g, int rank) {
   amsp::detail::check_cuda(synced, "comm.cuda", "cudaStreamSynchronize at the end of a threads collective");
 }
 
-inline constexpr DeviceMover cuda_device_mover{&locate_cuda_buffer, &move_cuda_buffers};
+/// DeviceMover::preload: the reduction kernel of every dtype, loaded on the current device.
+template <class... T>
+void load_threads_reduce_kernels() {
+  cudaFuncAttributes attributes{};
+  (amsp::detail::check_cuda(
+       cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&threads_reduce_kernel<T>)), "comm.cuda",
+       "cudaFuncGetAttributes (loading the threads backend's reduction kernel)"),
+   ...);
+}
+inline void preload_cuda_mover_kernels() { load_threads_reduce_kernels<float, double, bf16, fp16>(); }
+
+inline constexpr DeviceMover cuda_device_mover{&locate_cuda_buffer, &move_cuda_buffers, &preload_cuda_mover_kernels};
 
 inline bool install_cuda_device_mover() noexcept {
   threads_device_mover.store(&cuda_device_mover, std::memory_order_release);

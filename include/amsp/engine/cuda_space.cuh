@@ -42,11 +42,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,6 +59,7 @@
 #include "amsp/core/cuda_check.hpp"
 #include "amsp/core/memory_space.hpp"
 #include "amsp/engine/detail/cuda_stream_memory.hpp"
+#include "amsp/engine/detail/cuda_wait_mode.hpp"
 #include "amsp/engine/device_ops.cuh"
 #include "amsp/engine/host_memory.hpp"
 #include "amsp/engine/options.hpp"
@@ -74,6 +77,10 @@ namespace amsp {
 /// could wait behind a ticket wait on the user's stream for the task the worker is running.
 struct CudaStreams {
   cudaStream_t user = cudaStreamPerThread;
+  /// How the user's stream waits for a task (amsp::CudaTaskWait; default: the environment's
+  /// AMSP_CUDA_TASK_WAIT, else on_device). on_host trades the caller's never waiting for having
+  /// nothing on the device wait for work not yet issued (docs/engine.md, "Waiting for a task").
+  CudaTaskWait task_wait = detail::cuda_task_wait_from_environment();
 };
 
 namespace detail {
@@ -108,7 +115,7 @@ public:
   using config = CudaStreams;
   using memory_type = CudaMemory;
 
-  explicit CudaAsync(const CudaStreams& streams = {}) : user_(streams.user) {
+  explicit CudaAsync(const CudaStreams& streams = {}) : user_(streams.user), task_wait_(streams.task_wait) {
     check(user_ != nullptr && user_ != cudaStreamLegacy, "engine.cuda_stream",
           "the user's stream of a CudaAsync engine is the legacy default stream, which every blocking "
           "stream (the threads backend's per-thread streams among them) waits for: pass a stream of your own "
@@ -129,6 +136,9 @@ public:
         s.completed_on_device = on_device + index;
         detail::cuda_call(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
       }
+      // Loaded now, not at its first launch: loading may synchronise the context (CUDA's lazy
+      // loading), which another engine's spinning wait on the same device could hold up forever.
+      device_ops::detail::load_kernel(&detail::wait_for_ticket_kernel<unsigned long long>, "the ticket wait");
     } catch (...) {
       release();
       throw;
@@ -156,6 +166,16 @@ public:
     const unsigned long long completed =
         __atomic_load_n(const_cast<const unsigned long long*>(s.completed), __ATOMIC_ACQUIRE);
     if (position == 0 || completed >= position) return;  // done already: nothing to wait for
+    if (task_wait_ == CudaTaskWait::on_host) {
+      // The task's device work is complete once its position is published (the worker
+      // synchronises its stream first): nothing is left for the user's stream to wait for.
+      for (int polls = 0;
+           __atomic_load_n(const_cast<const unsigned long long*>(s.completed), __ATOMIC_ACQUIRE) < position; ++polls) {
+        if (polls < 64) std::this_thread::yield();  // most waits are short: a prefetched gather
+        else std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      return;
+    }
     detail::wait_for_ticket_kernel<unsigned long long><<<1, 1, 0, user_>>>(s.completed_on_device, position);
     detail::cuda_call(cudaGetLastError(), "the launch of the ticket wait on the user's stream");
   }
@@ -243,6 +263,7 @@ private:
   static inline thread_local cudaStream_t issuing_stream_ = nullptr;
 
   cudaStream_t user_;
+  CudaTaskWait task_wait_;
   int device_ = 0;  // the current device at construction: the engine's
   volatile unsigned long long* counters_ = nullptr;  // host-mapped: both streams' completion counters
   std::uint64_t last_ticket_ = 0;                    // caller's thread only
@@ -261,6 +282,13 @@ public:
 
   explicit CudaMemory(CudaAsync& space)
       : user_(space.user_stream()), comm_(space.comm_stream()), control_(1) {}
+
+  /// Every kernel the engine may launch, loaded before its first step (device_ops::preload_kernels
+  /// says why).
+  template <optim::update_rule R, class P>
+  void preload_kernels() {
+    device_ops::preload_kernels<R, P>(comm_);
+  }
 
   template <class T>
   void fill_zero(lane l, T* data, std::size_t n) {

@@ -154,6 +154,19 @@ inline void check_launch(const char* kernel) {
   amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", kernel);
 }
 
+/// Loads `kernel` into the current context now (cudaFuncGetAttributes needs the loaded function).
+template <class Kernel>
+void load_kernel(Kernel* kernel, const char* name) {
+  cudaFuncAttributes attributes{};
+  amsp::detail::check_cuda(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)), "cuda.runtime",
+                           "cudaFuncGetAttributes (loading ", name, ")");
+}
+
+template <class From, class... To>
+void load_converts_from() {
+  (load_kernel(&convert_kernel<From, To>, "device_ops::convert"), ...);
+}
+
 }  // namespace detail
 
 // ---- gradient handling ----------------------------------------------------------------------
@@ -270,6 +283,55 @@ void update(const R& rule, const optim::ShardState<R>& shard, const G* grads, P*
                                        detail::field<std::int64_t>(control, offsetof(StepControl, step))};
   optim::update_cuda(rule, shard, std::span<const G>(grads, n), std::span<P>(params, params != nullptr ? n : 0),
                      words, stream);
+}
+
+// ---- loading every kernel up front -----------------------------------------------------------
+
+/// Loads, on the current device, every kernel the engine's streams launch for rule R with P-store
+/// parameters P, and runs CUB's sum of squares once on a few and on many elements (its kernels
+/// have no name to load them by). Why: CUDA's lazy loading (the default since CUDA 12.2) loads a
+/// kernel at its first launch, and loading may synchronise the whole context. A CudaAsync engine
+/// makes the user's stream wait, on the device, for tasks its workers have not run yet; if such
+/// a task launched a kernel for the first time, the load would wait for that spinning wait, which
+/// waits for the task: a deadlock. Called by the engine at construction, before any such wait.
+/// `stream`: where the sums of squares run (synchronised before returning).
+template <optim::update_rule R, optim::param_element P>
+void preload_kernels(cudaStream_t stream) {
+  detail::load_converts_from<float, float, double, bf16, fp16>();
+  detail::load_converts_from<double, float, double, bf16, fp16>();
+  detail::load_converts_from<bf16, float, double, bf16, fp16>();
+  detail::load_converts_from<fp16, float, double, bf16, fp16>();
+  detail::load_kernel(&detail::accumulate_kernel<float>, "device_ops::accumulate");
+  detail::load_kernel(&detail::accumulate_kernel<bf16>, "device_ops::accumulate");
+  detail::load_kernel(&detail::add_partial_kernel<StepControl>, "device_ops::add_sum_of_squares");
+  detail::load_kernel(&detail::decide_step_kernel<StepControl>, "device_ops::decide_step");
+  detail::load_kernel(&detail::set_step_kernel<StepControl>, "device_ops::set_step");
+  detail::load_kernel(&optim::detail::update_kernel<R, float, P, optim::detail::ControlInDeviceMemory<R>>,
+                      "the fused update");
+  // CUB picks a one-block kernel for few elements and two passes for many.
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1} << 22}) {
+    const std::size_t workspace_bytes = optim::sum_of_squares_cuda_workspace<float>(n);
+    void* memory = nullptr;
+    const std::size_t bytes = n * sizeof(float) + sizeof(double) + workspace_bytes;
+    amsp::detail::check_cuda(cudaMallocAsync(&memory, bytes, stream), "cuda.malloc", "cudaMallocAsync of ", bytes,
+                             " bytes (preloading CUB's kernels)");
+    auto* bytes_at = static_cast<unsigned char*>(memory);
+    cudaError_t status = cudaMemsetAsync(memory, 0, bytes, stream);
+    if (status == cudaSuccess) {
+      try {
+        optim::sum_of_squares_cuda(std::span<const float>(reinterpret_cast<const float*>(bytes_at + sizeof(double)), n),
+                                   reinterpret_cast<double*>(bytes_at), bytes_at + sizeof(double) + n * sizeof(float),
+                                   workspace_bytes, stream);
+      } catch (...) {
+        (void)cudaFreeAsync(memory, stream);
+        throw;
+      }
+    }
+    const cudaError_t freed = cudaFreeAsync(memory, stream);
+    const cudaError_t synced = cudaStreamSynchronize(stream);
+    amsp::detail::check_cuda(status != cudaSuccess ? status : (freed != cudaSuccess ? freed : synced), "cuda.runtime",
+                             "preloading CUB's sum-of-squares kernels");
+  }
 }
 
 }  // namespace amsp::device_ops

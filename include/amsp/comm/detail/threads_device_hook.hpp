@@ -1,6 +1,6 @@
 #pragma once
 // The one point where device memory enters the threads backend, without a CUDA dependency here: a
-// table of two functions that amsp/comm/threads_cuda.cuh installs when a program includes it in
+// table of three functions that amsp/comm/threads_cuda.cuh installs when a program includes it in
 // one of its nvcc-compiled files. Host-only programs never install it: every buffer is then host
 // memory, no CUDA call is made, and nothing CUDA is linked.
 
@@ -20,6 +20,8 @@ struct DeviceMover {
   /// same device. Returns only when the rank's device work has finished (stream synchronised);
   /// throws amsp::error for a failed CUDA call, after waiting for what was already enqueued.
   void (*move)(const ThreadsGroup& g, int rank);
+  /// Loads the mover's kernels on the current device now rather than at their first launch.
+  void (*preload)();
 };
 
 /// A device collective moves data with one kernel whose parameters hold every rank's pointer:

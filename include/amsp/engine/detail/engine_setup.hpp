@@ -15,6 +15,13 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<B
         to_string(plan.g), " and s_p = ", to_string(plan.p));
   check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
   check_update_in_backward();
+  // A device space's kernels, and the device kernels of the communicator's collectives, are
+  // loaded before the first collective below: no rank can be waiting on the device for a task
+  // yet (amsp::device_ops::preload_kernels says why that matters).
+  if constexpr (requires { mem_.template preload_kernels<Rule, ParamT>(); }) {
+    mem_.template preload_kernels<Rule, ParamT>();
+    if constexpr (requires { world_->preload_device_kernels(); }) world_->preload_device_kernels();
+  }
   build_stages();
   for (BucketSpec& spec : buckets) add_bucket(std::move(spec));
   assign_param_groups();
