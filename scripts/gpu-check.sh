@@ -4,7 +4,7 @@
 #
 #   scripts/gpu-check.sh build   # here: preset gpu (sm_90), builds the GPU tests and benchmarks and
 #                                # stages them, with the shared libraries the GPU image may lack,
-#                                # in build-gpu-carry/ (about 30 MiB)
+#                                # in build-gpu-carry/ (about 10 MiB)
 #   scripts/gpu-check.sh run     # on the GPU machine (device tool: carry ["build-gpu-carry"]):
 #                                # runs every staged test and benchmark, writes logs and JSON
 #                                # under $OUT (default ./gpu-out), ends with a summary table
@@ -21,15 +21,25 @@ tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/op
 tests+=(tests/engine/test_engine_device_ops)
 tests+=(tests/comm/test_comm_nccl_bootstrap)  # NCCL without MPI: unique id, adopt, split, watchdog
 tests+=(tests/engine/test_engine_cuda)  # the engine in the CUDA space: parity, host comparison, no host sync
-# What run() runs of the staged tests: a label (its log's name), the binary, its doctest arguments.
-# test_engine_cuda runs as two runs, each under its own timeout: its update-in-backward cases apart.
+# What run() runs of the staged tests: a label (its log's name), optionally limit=<seconds> (else
+# 150) and VAR=value settings, the binary, its doctest arguments. test_engine_cuda runs as three
+# runs, each under its own timeout: its update-in-backward cases apart, and once more with the
+# caller's thread waiting for the engine's tasks on the host (AMSP_CUDA_TASK_WAIT=host; without
+# the case that requires the device-side wait: a step issued while the user's stream is held).
 runs=()
 for t in "${tests[@]}"; do
   name=$(basename "$t")
-  [ "$name" = test_engine_cuda ] || runs+=("$name $name")
+  [[ $name == test_engine_cuda || $name == test_comm_nccl_bootstrap ]] || runs+=("$name $name")
 done
-runs+=("test_engine_cuda test_engine_cuda --test-case-exclude=*update_in_backward*")
-runs+=("test_engine_cuda_in_backward test_engine_cuda --test-case=*update_in_backward*")
+# The NCCL cases apart, so that one that aborts the program (the split case did on the first run)
+# hides none of the others; NCCL's warnings in the logs.
+runs+=("nccl_one_rank_world NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case=*one-rank?world?from*")
+runs+=("nccl_world_and_split NCCL_DEBUG=INFO test_comm_nccl_bootstrap --test-case=*split?of?a?one-rank*")
+runs+=("nccl_adopt NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case=*adopt*")
+runs+=("nccl_watchdog NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case=*watchdog*")
+runs+=("test_engine_cuda limit=100 test_engine_cuda --test-case-exclude=*update_in_backward*")
+runs+=("test_engine_cuda_host_wait limit=120 AMSP_CUDA_TASK_WAIT=host test_engine_cuda --test-case-exclude=*never*")
+runs+=("test_engine_cuda_in_backward limit=100 test_engine_cuda --test-case=*update_in_backward*")
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
 benches+=(bench/engine/bench_engine_cuda)  # the engine in the CUDA space, phase by phase
 
@@ -47,6 +57,37 @@ build() {
   du -sh "$stage"
 }
 
+# The device lease is short (15 minutes for a session, machine start included), so run() keeps to a
+# budget: AMSP_GPU_BUDGET_S seconds (default 450) for everything, each step's timeout cut to what is
+# left: the tests first, then the benchmarks, then compute-sanitizer memcheck over the small CUDA
+# tests with whatever time remains. A test still running at its limit gets every thread's
+# backtrace (cuda-gdb, which also lists the kernels on the GPU) before it is killed. The logs go
+# back as one archive, logs.tar.gz (the device tool returns at most 8 files).
+budget_left() { echo $(( ${AMSP_GPU_BUDGET_S:-450} - SECONDS )); }
+step_timeout() {  # the smaller of $1 and the budget left, at least 1
+  local left; left=$(budget_left)
+  (( left < $1 )) && set -- "$left"
+  (( $1 < 1 )) && set -- 1
+  echo "$1"
+}
+
+# run_with_backtrace LIMIT LOG BACKTRACE COMMAND...: COMMAND's status, 124 when it ran past LIMIT.
+run_with_backtrace() {
+  local limit=$1 log=$2 backtrace=$3; shift 3
+  "$@" > "$log" 2>&1 &
+  local pid=$! started=$SECONDS
+  while kill -0 "$pid" 2>/dev/null && (( SECONDS - started < limit )); do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    command -v cuda-gdb >/dev/null &&
+      timeout 90 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" -ex "info threads" -ex "thread apply all bt" \
+        > "$backtrace" 2>&1
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 124
+  fi
+  wait "$pid"
+}
+
 run() {
   local out=${OUT:-gpu-out}
   mkdir -p "$out"
@@ -55,43 +96,71 @@ run() {
   local nccl_lib
   nccl_lib=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null) &&
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
-  nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+  nvidia-smi > "$out/nvidia-smi.log" 2>&1
   local summary=()
   for r in "${runs[@]}"; do
-    local words name rc verdict
-    read -r -a words <<< "$r"  # label, binary, arguments (read -a expands no pattern)
+    local words name rc verdict started limit=150 settings=()
+    read -r -a words <<< "$r"  # label, settings, binary, arguments (read -a expands no pattern)
     name=${words[0]}
-    timeout 300 "$stage/bin/${words[1]}" "${words[@]:2}" > "$out/$name.log" 2>&1
+    words=("${words[@]:1}")
+    while [[ ${words[0]} == *=* ]]; do
+      if [[ ${words[0]} == limit=* ]]; then limit=${words[0]#limit=}; else settings+=("${words[0]}"); fi
+      words=("${words[@]:1}")
+    done
+    started=$SECONDS
+    run_with_backtrace "$(step_timeout "$limit")" "$out/$name.log" "$out/$name.bt.log" \
+      env "${settings[@]}" "$stage/bin/${words[0]}" "${words[@]:1}"
     rc=$?
     case $rc in
       0) verdict=passed ;;
       77) verdict="skipped (no usable GPU)" ;;
+      124) verdict="TIMED OUT (log: $name.log, backtraces: $name.bt.log)" ;;
       *) verdict="FAILED rc=$rc (log: $name.log)" ;;
     esac
-    summary+=("$(printf '%-34s %s' "$name" "$verdict")")
+    summary+=("$(printf '%-34s %-40s %4d s' "$name" "$verdict" $((SECONDS - started)))")
   done
-  timeout 240 "$stage/bin/bench_optim_cuda" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-    --benchmark_out="$out/bench_optim_cuda.json" --benchmark_out_format=json > "$out/bench_optim_cuda.txt" 2>&1
-  summary+=("$(printf '%-34s rc=%s' bench_optim_cuda $?)")
-  timeout 180 "$stage/bin/bench_comm_threads_cuda" --benchmark_filter=BM_threads_device \
-    --benchmark_out="$out/bench_comm_threads_cuda.json" --benchmark_out_format=json \
-    > "$out/bench_comm_threads_cuda.txt" 2>&1
-  summary+=("$(printf '%-34s rc=%s' bench_comm_threads_cuda $?)")
-  timeout 120 "$stage/bin/bench_engine_cuda" --benchmark_counters_tabular=true > "$out/bench_engine_cuda.txt" 2>&1
-  summary+=("$(printf '%-34s rc=%s' bench_engine_cuda $?)")
+  bench() {  # label, timeout, command...
+    local name=$1 limit=$2 started=$SECONDS; shift 2
+    timeout "$(step_timeout "$limit")" "$@" > "$out/$name.txt" 2>&1
+    summary+=("$(printf '%-34s %-40s %4d s' "$name" "rc=$?" $((SECONDS - started)))")
+  }
+  bench bench_optim_cuda 150 "$stage/bin/bench_optim_cuda" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out/bench_optim_cuda.json" --benchmark_out_format=json
+  bench bench_comm_threads_cuda 60 "$stage/bin/bench_comm_threads_cuda" --benchmark_filter=BM_threads_device \
+    --benchmark_out="$out/bench_comm_threads_cuda.json" --benchmark_out_format=json
+  bench bench_engine_cuda 60 "$stage/bin/bench_engine_cuda" --benchmark_counters_tabular=true
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    timeout 120 python3 bench/optim/torch_fused_adamw.py > "$out/torch_fused_adamw.txt" 2>&1
-    summary+=("$(printf '%-34s rc=%s' torch_fused_adamw $?)")
+    bench torch_fused_adamw 90 python3 bench/optim/torch_fused_adamw.py
   fi
-  echo "== amsp GPU checks"
+  # Memory errors a passing test would not show (out-of-bounds, misaligned, uninitialised reads):
+  # compute-sanitizer over the small CUDA tests, as far as the budget goes.
+  if command -v compute-sanitizer >/dev/null; then
+    local t
+    for t in test_core_cuda_buffer test_engine_device_ops test_comm_threads_cuda test_optim_cuda; do
+      (( $(budget_left) > 20 )) || break
+      timeout "$(step_timeout 120)" compute-sanitizer --tool memcheck --error-exitcode 3 "$stage/bin/$t" \
+        > "$out/memcheck_$t.log" 2>&1
+      summary+=("$(printf '%-34s %-40s' "memcheck_$t" "rc=$?")")
+    done
+  fi
+  echo "== amsp GPU checks ($SECONDS s of a ${AMSP_GPU_BUDGET_S:-450} s budget)"
   printf '%s\n' "${summary[@]}"
   # The fused update against its same-bytes stream kernel and, when torch ran, torch._fused_adamw_.
   local torch_args=()
   [ -s "$out/torch_fused_adamw.txt" ] && torch_args=(--torch "$out/torch_fused_adamw.txt")
-  [ -s "$out/bench_optim_cuda.json" ] && python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json" "${torch_args[@]}"
+  python3 -c "import json; json.load(open('$out/bench_optim_cuda.json'))" 2>/dev/null &&
+    python3 bench/optim/pair_ratios.py "$out/bench_optim_cuda.json" "${torch_args[@]}"
   [ -s "$out/torch_fused_adamw.txt" ] && tail -n 5 "$out/torch_fused_adamw.txt"
-  grep -hE "_median" "$out/bench_comm_threads_cuda.txt" 2>/dev/null | head -n 12
+  grep -hE "_median|manual_time " "$out/bench_comm_threads_cuda.txt" 2>/dev/null | head -n 12
   grep -hE "BM_EngineCuda" "$out/bench_engine_cuda.txt" 2>/dev/null
+  # Failing tests: the end of each log, so that one call brings back what to fix.
+  local line log
+  for line in "${summary[@]}"; do
+    [[ $line == *FAILED* || $line == *"TIMED OUT"* ]] || continue
+    log="$out/${line%% *}.log"
+    [ -f "$log" ] && { echo "== tail of ${log##*/}"; tail -n 40 "$log"; }
+  done
+  (cd "$out" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
 }
 
 case ${1:-} in
