@@ -24,8 +24,8 @@ tests+=(tests/engine/test_engine_cuda)  # the engine in the CUDA space: parity, 
 # What run() runs of the staged tests: a label (its log's name), optionally limit=<seconds> (else
 # 150) and VAR=value settings, the binary, its doctest arguments. test_engine_cuda runs as three
 # runs, each under its own timeout: its update-in-backward cases apart, and once more with the
-# caller's thread waiting for the engine's tasks on the host (AMSP_CUDA_TASK_WAIT=host; without
-# the case that requires the device-side wait: a step issued while the user's stream is held).
+# user's stream waiting for the engine's tasks on the device (AMSP_CUDA_TASK_WAIT=device, which
+# deadlocked on the first GPU run; last, as it may hang).
 runs=()
 for t in "${tests[@]}"; do
   name=$(basename "$t")
@@ -37,9 +37,10 @@ runs+=("nccl_one_rank_world NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case
 runs+=("nccl_world_and_split NCCL_DEBUG=INFO test_comm_nccl_bootstrap --test-case=*split?of?a?one-rank*")
 runs+=("nccl_adopt NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case=*adopt*")
 runs+=("nccl_watchdog NCCL_DEBUG=WARN test_comm_nccl_bootstrap --test-case=*watchdog*")
-runs+=("test_engine_cuda limit=100 test_engine_cuda --test-case-exclude=*update_in_backward*")
-runs+=("test_engine_cuda_host_wait limit=120 AMSP_CUDA_TASK_WAIT=host test_engine_cuda --test-case-exclude=*never*")
+runs+=("test_engine_cuda limit=120 test_engine_cuda --test-case-exclude=*update_in_backward*")
 runs+=("test_engine_cuda_in_backward limit=100 test_engine_cuda --test-case=*update_in_backward*")
+not_in_backward=--test-case-exclude=*update_in_backward*
+runs+=("test_engine_cuda_device_wait limit=60 AMSP_CUDA_TASK_WAIT=device test_engine_cuda $not_in_backward")
 benches=(bench/optim/bench_optim_cuda bench/comm/bench_comm_threads_cuda)
 benches+=(bench/engine/bench_engine_cuda)  # the engine in the CUDA space, phase by phase
 

@@ -222,7 +222,8 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
     cuda_ok(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     {
       ShardedOptimizer<comm::ThreadsCommunicator, optim::AdamW, float, float, CudaAsync> opt(
-          comm, mesh, plan, optim::AdamW{}, odd_model(), EngineOptions{}, CudaStreams{user});
+          comm, mesh, plan, optim::AdamW{}, odd_model(), EngineOptions{},
+          CudaStreams{.user = user, .task_wait = CudaTaskWait::on_device});  // the mode that never waits
       set_initial_values(opt);
       one_step(opt);  // the scratch pools reach their high-water mark: the held step allocates nothing
       opt.synchronize();

@@ -100,16 +100,16 @@ TEST_CASE("on a device space step() leaves the decision to the stream and last_s
   });
 }
 
-TEST_CASE("a CUDA engine's task wait comes from AMSP_CUDA_TASK_WAIT: device by default, host, or an error") {
+TEST_CASE("a CUDA engine's task wait comes from AMSP_CUDA_TASK_WAIT: host by default, device, or an error") {
   const auto wait_with = [](const char* value) {
     if (value == nullptr) ::unsetenv("AMSP_CUDA_TASK_WAIT");
     else ::setenv("AMSP_CUDA_TASK_WAIT", value, 1);
     return amsp::detail::cuda_task_wait_from_environment();
   };
-  CHECK(wait_with(nullptr) == amsp::CudaTaskWait::on_device);
-  CHECK(wait_with("") == amsp::CudaTaskWait::on_device);
-  CHECK(wait_with("device") == amsp::CudaTaskWait::on_device);
+  CHECK(wait_with(nullptr) == amsp::CudaTaskWait::on_host);
+  CHECK(wait_with("") == amsp::CudaTaskWait::on_host);
   CHECK(wait_with("host") == amsp::CudaTaskWait::on_host);
+  CHECK(wait_with("device") == amsp::CudaTaskWait::on_device);
   std::string rule;
   try {
     (void)wait_with("Host");

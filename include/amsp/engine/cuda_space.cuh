@@ -20,21 +20,23 @@
 // synchronises its stream at the end of each task). Before each collective the collective is
 // ordered after the issuing stream's work so far: by an event when its communicator can order its
 // own stream after another (order_after_stream: NCCL), else by synchronising the stream, which the
-// threads backend over device memory needs ("the caller's writes are complete when it calls"). The
-// caller's thread never waits inside a step:
+// threads backend over device memory needs ("the caller's writes are complete when it calls").
 //   - the streams after the user (gradients handed in, buffers released, step): a CUDA event is
 //     recorded on the user's stream by the caller and waited (cudaStreamWaitEvent) by each worker
-//     at the task's position in its FIFO;
+//     at the task's position in its FIFO; the caller does not wait;
 //   - the user after a stream (gather(b), a G store handed out): every ticketed task bumps its
-//     stream's counter in host-mapped memory when its device work is done; a one-thread kernel on
-//     the user's stream spins (with __nanosleep) until that counter reaches the task's ticket, so the
-//     user's next kernels run after the gather without the caller waiting;
+//     stream's counter in host-mapped memory when its device work is done. CudaStreams::task_wait
+//     chooses who waits for that counter to reach the task's ticket: the caller's thread
+//     (on_host, the default), after which the user's stream needs no wait, the task's device work
+//     being done; or a one-thread kernel on the user's stream that spins (with __nanosleep), so
+//     that the caller never waits (on_device; it deadlocked on a GPU shared by several ranks of
+//     one process, docs/engine.md, "Waiting for a task");
 //   - a scratch slot handed back to the user (grad_buffer): the user's stream waits for an event
 //     recorded on the communication stream, which covers every read of the slot enqueued before.
-// Waiting on the user's stream with a spinning kernel rather than a host callback
-// (cudaLaunchHostFunc) is deliberate: callbacks of different streams may be serialised on one
-// runtime thread, and with several ranks on one GPU a blocked callback of one rank could stall
-// another rank's, which that rank's collective waits for.
+// The device-side wait is a spinning kernel rather than a host callback (cudaLaunchHostFunc):
+// callbacks of different streams may be serialised on one runtime thread, and with several ranks
+// on one GPU a blocked callback of one rank could stall another rank's, which that rank's
+// collective waits for.
 
 #if !defined(__CUDACC__)
 #error "amsp/engine/cuda_space.cuh holds CUDA kernels: include it from a .cu file compiled by nvcc"
@@ -78,8 +80,9 @@ namespace amsp {
 struct CudaStreams {
   cudaStream_t user = cudaStreamPerThread;
   /// How the user's stream waits for a task (amsp::CudaTaskWait; default: the environment's
-  /// AMSP_CUDA_TASK_WAIT, else on_device). on_host trades the caller's never waiting for having
-  /// nothing on the device wait for work not yet issued (docs/engine.md, "Waiting for a task").
+  /// AMSP_CUDA_TASK_WAIT, else on_host). on_device lets the caller's thread never wait, with a
+  /// spinning kernel on the user's stream, which deadlocked on a GPU shared by several ranks of
+  /// one process (docs/engine.md, "Waiting for a task").
   CudaTaskWait task_wait = detail::cuda_task_wait_from_environment();
 };
 
