@@ -5,6 +5,7 @@
 #   scripts/gpu-check.sh build   # here: preset gpu (sm_90), builds the GPU tests and benchmarks and
 #                                # stages them, with the shared libraries the GPU image may lack,
 #                                # in build-gpu-carry/ (about 10 MiB)
+#   scripts/gpu-check.sh stage B # the same staging from an existing build folder B
 #   scripts/gpu-check.sh run     # on the GPU machine (device tool: carry ["build-gpu-carry"]):
 #                                # runs every staged test and benchmark, writes logs and JSON
 #                                # under $OUT (default ./gpu-out), ends with a summary table
@@ -15,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-stage=build-gpu-carry
+stage=${AMSP_GPU_STAGE:-build-gpu-carry}  # another folder: the dry-run test (tests/tools)
 tests=(tests/core/test_core_dtype_cuda tests/core/test_core_cuda_buffer tests/optim/test_optim_cuda
        tests/comm/test_comm_threads_cuda tests/comm/test_comm_threads_cuda_host)
 tests+=(tests/engine/test_engine_device_ops)
@@ -49,10 +50,14 @@ build() {
   local targets=()
   for t in "${tests[@]}" "${benches[@]}"; do targets+=("$(basename "$t")"); done
   cmake --build build/gpu --target "${targets[@]}" || return 1
+  stage_from build/gpu
+}
+
+# stage_from BUILD_DIR: the staged binaries of BUILD_DIR in $stage, with the libraries they load
+# that are not in a CUDA + Python image (Google Benchmark, the CUDA runtime they were linked to).
+stage_from() {
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
-  for t in "${tests[@]}" "${benches[@]}"; do cp "build/gpu/$t" "$stage/bin/" || return 1; done
-  # The libraries the binaries load that are not in a CUDA + Python image: Google Benchmark and
-  # the CUDA runtime these binaries were linked against.
+  for t in "${tests[@]}" "${benches[@]}"; do cp "$1/$t" "$stage/bin/" || return 1; done
   ldd "$stage"/bin/* | awk '/=> \// {print $3}' | sort -u | grep -E 'libbenchmark|libcudart' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   du -sh "$stage"
@@ -166,6 +171,7 @@ run() {
 
 case ${1:-} in
   build) build ;;
+  stage) [ -d "${2:-}" ] || { echo "usage: scripts/gpu-check.sh stage BUILD_DIR" >&2; exit 2; }; stage_from "$2" ;;
   run) run ;;
-  *) echo "usage: scripts/gpu-check.sh build|run" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-check.sh build|stage BUILD_DIR|run" >&2; exit 2 ;;
 esac
