@@ -34,6 +34,7 @@
 #include "amsp/comm/detail/threads_device_hook.hpp"
 #include "amsp/comm/detail/threads_group.hpp"
 #include "amsp/core/cuda_buffer.hpp"
+#include "amsp/core/cuda_check.hpp"
 #include "amsp/core/dtype.hpp"
 
 namespace amsp::comm::detail {
@@ -135,10 +136,8 @@ inline void move_cuda_buffers(const ThreadsGroup& g, int rank) {
 /// DeviceMover::preload: the reduction kernel of every dtype, loaded on the current device.
 template <class... T>
 void load_threads_reduce_kernels() {
-  cudaFuncAttributes attributes{};
-  (amsp::detail::check_cuda(
-       cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&threads_reduce_kernel<T>)), "comm.cuda",
-       "cudaFuncGetAttributes (loading the threads backend's reduction kernel)"),
+  (amsp::detail::load_cuda_kernel(reinterpret_cast<const void*>(&threads_reduce_kernel<T>), "comm.cuda",
+                                  "the threads backend's reduction kernel"),
    ...);
 }
 inline void preload_cuda_mover_kernels() { load_threads_reduce_kernels<float, double, bf16, fp16>(); }

@@ -154,12 +154,10 @@ inline void check_launch(const char* kernel) {
   amsp::detail::check_cuda(cudaGetLastError(), "cuda.launch", kernel);
 }
 
-/// Loads `kernel` into the current context now (cudaFuncGetAttributes needs the loaded function).
+/// Loads `kernel` into the current context now (amsp::detail::load_cuda_kernel).
 template <class Kernel>
 void load_kernel(Kernel* kernel, const char* name) {
-  cudaFuncAttributes attributes{};
-  amsp::detail::check_cuda(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)), "cuda.runtime",
-                           "cudaFuncGetAttributes (loading ", name, ")");
+  amsp::detail::load_cuda_kernel(reinterpret_cast<const void*>(kernel), "cuda.runtime", name);
 }
 
 template <class From, class... To>
