@@ -175,20 +175,21 @@ int run(int argc, char** argv) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
-    std::vector<double> seconds;
+    std::vector<double> seconds, chained;  // chained: every call back to back (the overlapped step's queued calls)
     std::string call_list;  // every call, for the analysis of the model's terms (scripts/cluster/check.py)
     Cluster bare = cluster;
     bare.call_overhead_s = bare.step_overhead_s = bare.sync_overhead_s = 0;
     double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
     for (const CommTerm& t : terms) {
       seconds.push_back(t.seconds(cluster));
+      chained.push_back(t.seconds(cluster, false));
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
       for (const CollectiveCall& c : t.calls) {
         calls += c.count;
         char buf[200];
         std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g]", call_list.empty() ? "" : ",",
                       t.name.c_str(), std::string(comm::name_of(c.op)).c_str(), c.group.intra, c.group.inter, c.bytes,
-                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.between_compute()));
+                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.after_compute));
         call_list += buf;
       }
       for (const CollectiveCall& c : t.calls)
@@ -202,7 +203,7 @@ int run(int argc, char** argv) {
     step.gather_in_backward = schedule.reshard_after_forward;
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
     step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
-    const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds);
+    const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds, &chained);
     const StepTime& s = c.overlapped;
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"compute_serial\":%.6f,\"computing_serial\":%.3f,\"computing_overlapped\":%.3f,"

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amsp/planner/comm_model.hpp"
@@ -136,4 +137,35 @@ TEST_CASE("comm model: group shapes come from the sharding layer's groups") {
   CHECK(group_shape(groups.os_split(), groups.mesh()) == Factor{1, 4});
   CHECK(group_shape(groups.spread(), groups.mesh()) == Factor{1, 4});
   CHECK(group_shape(groups.os_replica(), groups.mesh()) == Factor{1, 1});
+}
+
+TEST_CASE("comm model: which engine calls follow compute in the schedule without overlap") {
+  // Every gather and every-micro-batch reduction sits between compute segments; a unit's
+  // last-micro-batch reductions follow its backward, the first of its chain to cross nodes on idle
+  // links; the norm and the spread follow other calls.
+  const auto flags = [](const Plan& plan, const Mesh& on = mesh) {
+    std::vector<std::pair<std::string, bool>> f;
+    for (const CommTerm& t : comm_terms(PlanGroups(on, plan), toy, 1)) f.emplace_back(t.name, t.after_compute);
+    return f;
+  };
+  using F = std::vector<std::pair<std::string, bool>>;
+  CHECK(flags(Plan{}) == F{{"grad_replicas", true}});                                             // DDP
+  CHECK(flags(Plan{{1, 1}, {1, 1}, {4, 2}}) ==                                                      // ZeRO-1
+        F{{"grad_reduce_os", true}, {"grad_norm", false}, {"param_spread", false}});
+  CHECK(flags(Plan{{4, 2}, {4, 2}, {4, 2}}) ==                                                      // ZeRO-3
+        F{{"param_gather", true}, {"grad_reduce_p", true}, {"grad_norm", false}});
+  // hsdp: the P reduction stays inside the node, so the replica AllReduce still finds the links idle.
+  CHECK(flags(Plan{{4, 1}, {4, 1}, {4, 1}}) ==
+        F{{"param_gather", true}, {"grad_reduce_p", true}, {"grad_replicas", true}, {"grad_norm", false}});
+  // MiCS over two nodes of 2 x 4: the P reduction crosses nodes first, the replicas queue behind it.
+  const Mesh four_nodes(2, 4);
+  CHECK(flags(Plan{{2, 2}, {2, 2}, {2, 2}}, four_nodes) ==
+        F{{"param_gather", true}, {"grad_reduce_p", true}, {"grad_replicas", false}, {"grad_norm", false}});
+  // The OS sharded over all four nodes behind that P reduction: the OS reduction is chained.
+  CHECK(flags(Plan{{2, 2}, {2, 2}, {2, 4}}, four_nodes) ==
+        F{{"param_gather", true}, {"grad_reduce_p", true}, {"grad_reduce_os", false}, {"grad_norm", false},
+          {"param_spread", false}});
+  // The paper's formulas keep the windows' reading.
+  for (const CommTerm& t : comm_terms(PlanGroups(mesh, Plan{{4, 2}, {4, 2}, {4, 2}}), toy, 2, {}, CommMode::paper))
+    CHECK(t.after_compute == (t.window == Window::every_micro_batch));
 }

@@ -135,6 +135,17 @@ TEST_CASE("profile: calls between compute segments are priced from the after-com
   CHECK(CommTerm("gathers", Window::every_micro_batch, two_gathers).seconds(c) == doctest::Approx(0.008));
   CHECK(CommTerm("spread", Window::first_forward, two_gathers).seconds(c) == doctest::Approx(0.020));
   CHECK(CommTerm("reduce", Window::last_backward, two_gathers).seconds(c) == doctest::Approx(0.020));
+  // The flag, not the window, picks the profile (the engine's last-backward reductions follow
+  // compute); seconds(c, chained) forces either, as the overlapped step asks per call.
+  CommTerm reduce("reduce", Window::last_backward, two_gathers);
+  reduce.after_compute = true;
+  CHECK(reduce.seconds(c) == doctest::Approx(0.008));
+  CHECK(reduce.seconds(c, false) == doctest::Approx(0.020));
+  CHECK(CommTerm("gathers", Window::every_micro_batch, two_gathers).seconds(c, false) == doctest::Approx(0.020));
+  // The wait for the group to come out of compute stays with the window's calls, priced either way.
+  c.sync_overhead_s = 0.001;
+  CHECK(CommTerm("gathers", Window::every_micro_batch, two_gathers).seconds(c, false) == doctest::Approx(0.022));
+  CHECK(reduce.seconds(c) == doctest::Approx(0.008));
 }
 
 TEST_CASE("profile: malformed profiles are errors naming the entry") {

@@ -63,6 +63,39 @@ TEST_CASE("pipelined step: a unit's forward waits for its spread; micro-batches"
   CHECK(pipelined_step_seconds(two, 0.0, replicas, {2.0}) == doctest::Approx(7.0));
 }
 
+TEST_CASE("pipelined step: a call queued behind another is priced back to back") {
+  // DDP, AllReduce 3 s per unit after compute but 4 s back to back. Update 0-1; forward 1-3;
+  // backward unit 1 3-5, its AllReduce finds the stream idle: 5-8; unit 0 5-7, its AllReduce
+  // queues behind: 8-12.
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, true};
+  const std::vector<CommTerm> ddp{term(TrafficTerm::grad_replicas, Window::last_backward)};
+  const std::vector<double> queued{8.0};
+  CHECK(pipelined_step_seconds(u, 0.0, ddp, {6.0}, &queued) == doctest::Approx(12.0));
+  // A fast AllReduce (0.5 s) never queues: 5-5.5 and 7-7.5, the back-to-back price unused.
+  const std::vector<double> slow_if_queued{100.0};
+  CHECK(pipelined_step_seconds(u, 0.0, ddp, {1.0}, &slow_if_queued) == doctest::Approx(7.5));
+  // ZeRO-3, gathers 2 s per unit and pass after compute, 3 s back to back: gather 0 at 0-2; the
+  // prefetch of 1, issued as gather 0 ends (2), is back to back: 2-5; compute 0 2-3, 1 5-6;
+  // backward: gather 1 again at 6 on an idle stream 6-8; compute 1 8-10 beside the prefetch of 0,
+  // back to back 8-11; its ReduceScatter 10-11 (idle stream); compute 0 11-13, ReduceScatter
+  // 13-14; the norm: 14.5.
+  const UnitSchedule z{halves, 2.0, 4.0, 1, 0.0, true};
+  const std::vector<CommTerm> zero3{term(TrafficTerm::param_gather), term(TrafficTerm::grad_reduce_p),
+                                    term(TrafficTerm::grad_norm, Window::last_backward)};
+  const std::vector<double> zero3_queued{12.0, 2.0, 0.5};
+  CHECK(pipelined_step_seconds(z, 0.0, zero3, {8.0, 2.0, 0.5}, &zero3_queued) == doctest::Approx(14.5));
+  // step_time and contended_step_time hand the prices on.
+  StepCompute c{6.0, 1.0 / 3.0, 1, 1.0, 0.0};
+  c.unit_shares = halves;
+  CHECK(step_time(c, 0.0, ddp, {6.0}, &queued).overlapped == doctest::Approx(12.0));
+  CHECK(step_time(c, 0.0, ddp, {6.0}, &queued).serial == doctest::Approx(6.0 + 6.0 + 1.0));
+  CHECK(contended_step_time(c, 1.0, CpuContention{}, 0.0, ddp, {6.0}, &queued).overlapped.overlapped ==
+        doctest::Approx(12.0));
+  const std::vector<double> wrong_size{8.0, 1.0};
+  CHECK_THROWS_WITH_AS((void)pipelined_step_seconds(u, 0.0, ddp, {6.0}, &wrong_size),
+                       doctest::Contains("planner.pipeline"), amsp::error);
+}
+
 TEST_CASE("pipelined step: the paper's terms are not the engine's; bad input") {
   const UnitSchedule u{halves, 2.0, 4.0, 1, 0.0, true};
   const std::vector<CommTerm> paper{{"T_p", Window::every_micro_batch}};

@@ -84,24 +84,33 @@ struct CommTerm {
   std::string name;
   Window window = Window::every_micro_batch;
   std::vector<CollectiveCall> calls;
+  /// The schedule without overlap issues each of the term's calls right after a compute segment,
+  /// on node links no call has used since: the calls of the every-micro-batch window (between
+  /// two compute segments), and in the engine's schedule also a unit's last-micro-batch
+  /// reductions, issued as soon as the unit's backward has computed (engine_terms). Such a call
+  /// is priced as a call after compute (Cluster::profile_after_compute): its links drained, the
+  /// ranks just out of compute; a call chained behind another is priced back to back.
+  bool after_compute = true;
 
   CommTerm() = default;
   CommTerm(std::string n, Window w, std::vector<CollectiveCall> c = {})
-      : name(std::move(n)), window(w), calls(std::move(c)) {}
+      : name(std::move(n)), window(w), calls(std::move(c)), after_compute(w == Window::every_micro_batch) {}
 
-  /// Seconds of all calls per step; calls of the every-micro-batch window sit between two
-  /// compute segments: their transfer is priced as a call after compute
-  /// (Cluster::profile_after_compute) and they also wait for their group to come out of compute
-  /// (Cluster::between_compute_seconds).
-  [[nodiscard]] double seconds(const Cluster& cluster) const {
+  /// Seconds of all calls per step in the schedule without overlap: each call priced as a call
+  /// after compute when the term is `after_compute`, else back to back.
+  [[nodiscard]] double seconds(const Cluster& cluster) const { return seconds(cluster, after_compute); }
+  /// The same with the profile chosen by `priced_after_compute` (the overlapped schedule decides
+  /// per call: step_pipeline.hpp). The calls of the every-micro-batch window also wait for their
+  /// group to come out of compute (Cluster::between_compute_seconds) in both.
+  [[nodiscard]] double seconds(const Cluster& cluster, bool priced_after_compute) const {
     double t = 0;
     for (const CollectiveCall& c : calls)
-      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, between_compute()) +
+      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, priced_after_compute) +
                       (between_compute() ? cluster.between_compute_seconds(c.group) : 0.0));
     return t;
   }
   /// True when the term's calls sit between two compute segments (the every-micro-batch window);
-  /// the others are chained after other calls.
+  /// the others follow other calls of the step or a unit's last backward.
   [[nodiscard]] bool between_compute() const { return window == Window::every_micro_batch; }
   /// Bytes one rank sends per step in this term (ring convention).
   [[nodiscard]] double bytes_per_rank() const {
@@ -175,14 +184,29 @@ inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<co
   if (s_g > s_p)
     add_per_unit(term(TrafficTerm::grad_reduce_g, Window::every_micro_batch), units, comm::op_kind::reduce_scatter,
                    o.grad_wire_bytes, s_p, M, group_shape(groups.g_split(), mesh));
+  // A unit's last-micro-batch reductions follow its backward at once (reduce_gradients hands the
+  // whole chain to the communication stream), so the first of the unit's chain to cross nodes
+  // finds the node links idle; a reduction behind one that crossed them is chained.
+  const auto crossed = [&] {
+    return std::any_of(terms.begin(), terms.end(), [](const CommTerm& t) {
+      const bool reduces = t.name != term_name(TrafficTerm::param_gather);  // the terms so far: gathers, reductions
+      return reduces && !t.intra_node();
+    });
+  };
+  const auto reduction = [&](TrafficTerm t) -> CommTerm& {
+    const bool links_idle = !crossed();
+    CommTerm& added = term(t, Window::last_backward);
+    added.after_compute = links_idle;
+    return added;
+  };
   if (even && s_os > s_g)
-    add_per_unit(term(TrafficTerm::grad_reduce_os, Window::last_backward), units, comm::op_kind::reduce_scatter,
+    add_per_unit(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce_scatter,
                    o.grad_wire_bytes, s_g, 1.0, group_shape(groups.os_split(), mesh));
   if (!even && s_os > s_p)
-    add_per_unit(term(TrafficTerm::grad_reduce_os, Window::last_backward), units, comm::op_kind::reduce,
+    add_per_unit(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce,
                    o.grad_wire_bytes, s_p, 1.0, group_shape(groups.spread(), mesh));
   if (mesh.world_size() > s_os)
-    add_per_unit(term(TrafficTerm::grad_replicas, Window::last_backward), units, comm::op_kind::all_reduce,
+    add_per_unit(reduction(TrafficTerm::grad_replicas), units, comm::op_kind::all_reduce,
                    o.grad_wire_bytes, s_os, 1.0, group_shape(groups.os_replica(), mesh));
   if (s_os > 1)
     term(TrafficTerm::grad_norm, Window::last_backward).calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});

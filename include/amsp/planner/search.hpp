@@ -73,16 +73,18 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.schedule,
                              in.cluster.reserved_bytes);
   e.fits = e.memory.total() <= in.cluster.gpu_memory_bytes;
-  std::vector<double> seconds;
+  std::vector<double> seconds, chained;  // chained: every call back to back (the overlapped step's queued calls)
   for (const CommTerm& t : terms) {
     seconds.push_back(t.seconds(in.cluster));
+    chained.push_back(t.seconds(in.cluster, false));
     const bool measured = std::all_of(t.calls.begin(), t.calls.end(), [&](const CollectiveCall& c) {
       return in.cluster.measured(c.op, c.group);
     });
     e.terms.push_back({t.name, t.window, seconds.back(), t.bytes_per_rank(), t.intra_node(), measured});
     e.comm_seconds += seconds.back();
   }
-  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds, units, in.schedule.reshard_after_forward);
+  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds, units, in.schedule.reshard_after_forward,
+                     &chained);
   return e;
 }
 }  // namespace detail

@@ -18,10 +18,14 @@
 // compute by κ × the communication that ran beside it:
 //     T = T_schedule + κ · Σ_compute segments (time a stream was busy inside the segment).
 // Two streams run at once; a rank's link is not shared between them here (the profile times
-// each call alone).
+// each call alone). A gather or reduction that finds its stream idle is priced as its term is in
+// the schedule without overlap (CommTerm::after_compute: a call after compute, links drained);
+// one queued behind another piece of its stream as a call back to back (`chained_seconds`),
+// which is what a slow link makes of the engine's calls: each waits for the one before.
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -59,9 +63,13 @@ using Intervals = std::vector<std::pair<double, double>>;  // [start, end), in t
 /// A stream: work queued on it runs one piece after another, each once it is ready and the
 /// piece before it has ended.
 struct PipelineStream {
-  double free_at = 0;
+  double free_at = -std::numeric_limits<double>::infinity();  // nothing has run yet
   Intervals runs;
-  double run(double ready, double seconds) {
+  /// Runs a piece ready at `ready`: `idle_seconds` long when the stream went idle before it was
+  /// ready, `queued_seconds` when it starts as (or after) the piece before ends: a prefetch issued
+  /// the moment the previous gather completes follows it back to back.
+  double run(double ready, double idle_seconds, double queued_seconds) {
+    const double seconds = ready > free_at ? idle_seconds : queued_seconds;
     const double start = std::max(ready, free_at);
     free_at = start + seconds;
     if (seconds > 0) runs.emplace_back(start, free_at);
@@ -81,55 +89,66 @@ struct PipelineStream {
 }  // namespace detail
 
 /// The overlapped step's seconds (without StepCompute::wait) for engine-mode terms
-/// (comm_model.hpp, CommMode::engine) and their seconds, or a negative value when a term is not
-/// one of the engine's (the paper's terms: step_model.hpp's windows price those).
+/// (comm_model.hpp, CommMode::engine) and their seconds (as CommTerm::seconds prices them), or a
+/// negative value when a term is not one of the engine's (the paper's terms: step_model.hpp's
+/// windows price those). `chained_seconds` (one per term, every call priced back to back) prices
+/// a gather or reduction queued behind another; without it `term_seconds` prices every piece.
 [[nodiscard]] inline double pipelined_step_seconds(const UnitSchedule& u, double overlap_slowdown,
                                                    const std::vector<CommTerm>& terms,
-                                                   const std::vector<double>& term_seconds) {
+                                                   const std::vector<double>& term_seconds,
+                                                   const std::vector<double>* chained_seconds = nullptr) {
   const std::size_t n = u.shares.size();
-  check(n > 0 && u.micro_batches >= 1 && term_seconds.size() == terms.size(), "planner.pipeline",
-        "need units, micro-batches >= 1 and one time per term, got ", n, " units, ", u.micro_batches,
-        " micro-batches, ", term_seconds.size(), " times for ", terms.size(), " terms");
+  check(n > 0 && u.micro_batches >= 1 && term_seconds.size() == terms.size() &&
+            (!chained_seconds || chained_seconds->size() == terms.size()),
+        "planner.pipeline", "need units, micro-batches >= 1 and one time per term, got ", n, " units, ",
+        u.micro_batches, " micro-batches, ", term_seconds.size(), " times (",
+        chained_seconds ? chained_seconds->size() : term_seconds.size(), " chained) for ", terms.size(), " terms");
   const int M = u.micro_batches;
-  // Per-step seconds of each slot of the schedule.
-  double gathers = 0, each_reduction = 0, last_reduction = 0, spread = 0, norm = 0;
+  // Per-step seconds of each slot of the schedule: [0] as the terms price it, [1] queued.
+  double gathers[2] = {}, each_reduction[2] = {}, last_reduction[2] = {}, spread = 0, norm = 0;
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const std::string& name = terms[i].name;
-    const double t = term_seconds[i];
-    if (name == name_of(TrafficTerm::param_gather)) gathers += t;
-    else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) each_reduction += t;
-    else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) last_reduction += t;
+    const double t = term_seconds[i], queued = chained_seconds ? (*chained_seconds)[i] : t;
+    const auto add = [&](double (&slot)[2]) { slot[0] += t, slot[1] += queued; };
+    if (name == name_of(TrafficTerm::param_gather)) add(gathers);
+    else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) add(each_reduction);
+    else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) add(last_reduction);
     else if (name == name_of(TrafficTerm::param_spread)) spread += t;
     else if (name == name_of(TrafficTerm::grad_norm)) norm += t;
     else return -1.0;
   }
   const double passes = u.gather_in_backward ? 2.0 : 1.0;
-  const auto gather = [&](std::size_t i) { return gathers / (M * passes) * u.shares[i]; };
+  // Runs unit i's gather on the gather stream once ready.
+  const auto gather = [&](detail::PipelineStream& stream, double ready, std::size_t i) {
+    const double share = u.shares[i] / (M * passes);
+    return stream.run(ready, gathers[0] * share, gathers[1] * share);
+  };
   detail::PipelineStream comm, gather_stream;
   detail::Intervals compute;  // each unit's compute
   std::vector<double> spread_end(n);
-  for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i]);
+  for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i], spread * u.shares[i]);
   double t = u.update;
   for (int m = 0; m < M; ++m) {
     // The first micro-batch's use of unit i waits for its spread.
     const auto after_spread = [&](std::size_t i, double at) { return m == 0 ? std::max(at, spread_end[i]) : at; };
     // Forward: unit 0 gathered when reached, unit i + 1 prefetched as unit i starts.
-    double gathered = gather_stream.run(after_spread(0, t), gather(0));
+    double gathered = gather(gather_stream, after_spread(0, t), 0);
     for (std::size_t i = 0; i < n; ++i) {
       const double start = after_spread(i, std::max(t, gathered));
-      if (i + 1 < n) gathered = gather_stream.run(after_spread(i + 1, start), gather(i + 1));
+      if (i + 1 < n) gathered = gather(gather_stream, after_spread(i + 1, start), i + 1);
       t = start + u.forward * u.shares[i];
       compute.emplace_back(start, t);
     }
     // Backward: the last unit gathered again when the backward starts, unit i − 1 beside unit i.
-    gathered = u.gather_in_backward ? gather_stream.run(t, gather(n - 1)) : t;
+    gathered = u.gather_in_backward ? gather(gather_stream, t, n - 1) : t;
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t i = n - 1 - k;
       const double start = std::max(t, gathered);
-      if (u.gather_in_backward && i > 0) gathered = gather_stream.run(start, gather(i - 1));
+      if (u.gather_in_backward && i > 0) gathered = gather(gather_stream, start, i - 1);
       t = start + u.backward * u.shares[i];
       compute.emplace_back(start, t);
-      comm.run(t, (each_reduction / M + (m == M - 1 ? last_reduction : 0.0)) * u.shares[i]);
+      const auto reduction = [&](int k) { return (each_reduction[k] / M + (m == M - 1 ? last_reduction[k] : 0.0)) * u.shares[i]; };
+      comm.run(t, reduction(0), reduction(1));
     }
   }
   const double end = std::max(t, comm.free_at) + norm;
