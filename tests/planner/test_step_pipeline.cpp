@@ -96,6 +96,24 @@ TEST_CASE("pipelined step: a call queued behind another is priced back to back")
                        doctest::Contains("planner.pipeline"), amsp::error);
 }
 
+TEST_CASE("pipelined step: two streams crossing nodes share the links") {
+  // Update 0-1; spreads (2 s per unit alone) and forward gathers (2 s per unit alone) on the
+  // two streams, all across nodes; weights kept, no reductions. Spread 0 alone at 1-3; at 3
+  // spread 1 and gather 0 start together, each at half the rate: both end at 7; compute 0 at
+  // 7-8; gather 1 (after spread 1) alone at 7-9; compute 1 9-10; backward 10-12 and 12-14.
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, false};
+  const std::vector<CollectiveCall> across{{comm::op_kind::all_gather, 1.0, 1.0, {4, 2}}};
+  const std::vector<CommTerm> shared{{"param_gather", Window::every_micro_batch, across},
+                                     {"param_spread", Window::first_forward, across}};
+  CHECK(pipelined_step_seconds(u, 0.0, shared, {4.0, 4.0}) == doctest::Approx(14.0));
+  // Gathers inside the node share nothing with the spread: gather 0 at 3-5 beside spread 1,
+  // gather 1 at 5-7, compute 5-6 and 7-8, backward 8-12.
+  const std::vector<CollectiveCall> inside{{comm::op_kind::all_gather, 1.0, 1.0, {4, 1}}};
+  const std::vector<CommTerm> apart{{"param_gather", Window::every_micro_batch, inside},
+                                    {"param_spread", Window::first_forward, across}};
+  CHECK(pipelined_step_seconds(u, 0.0, apart, {4.0, 4.0}) == doctest::Approx(12.0));
+}
+
 TEST_CASE("pipelined step: the paper's terms are not the engine's; bad input") {
   const UnitSchedule u{halves, 2.0, 4.0, 1, 0.0, true};
   const std::vector<CommTerm> paper{{"T_p", Window::every_micro_batch}};
