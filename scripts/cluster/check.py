@@ -283,9 +283,10 @@ def main():
     ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
     ap.add_argument("--profile-kind", choices=["auto", *PROFILE_KINDS], default="auto",
                     help="the profile the planner prices with; split: back to back for chained calls, gapped for "
-                         "calls between compute segments; auto: back to back for runs with a CPU block per node "
-                         "(the default cluster), else the gapped one when the run measured it (the other kinds' "
-                         "targets are printed too, when the run has both profiles)")
+                         "calls that follow compute (CommTerm::after_compute); auto: split for runs with a CPU block "
+                         "per node (the default cluster) and both profiles, the gapped one for runs without a CPU "
+                         "block, back to back for runs without a gapped profile (the other kinds' targets are "
+                         "printed too, when the run has both profiles)")
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
     ap.add_argument("--out", default="cluster-check.json")
