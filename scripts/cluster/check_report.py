@@ -11,6 +11,16 @@ from check_measure import MODES
 from check_stats import best_fit, bootstrap_floor, distinct_plans, separable_pairs, summarize
 
 
+def verdict(s):
+    """Which of the three targets a summary (check_stats.summarize) meets, from the unrounded
+    figures (a Spearman of 0.898 prints as 0.90 to two places and misses)."""
+    met = {"error": s["median_abs_error"] <= 0.15, "Spearman": s["spearman"] >= 0.9,
+           "pick": s["pick_over_best"] <= 0.05}
+    hit = [k for k, ok in met.items() if ok]
+    miss = [k for k, ok in met.items() if not ok]
+    return "met: " + (", ".join(hit) or "none") + ("; missed: " + ", ".join(miss) if miss else "")
+
+
 def print_tables(config):
     m, links = config["model"], config["links"]
     train_args = f"; amsp-train {config['train_args']}" if config.get("train_args") else ""
@@ -64,9 +74,9 @@ def print_tables(config):
                 f"{best['plan']} {best['measured']:.3f} s ({best['predicted']:.3f}) vs {r['plan']} {r['measured']:.3f} s "
                 f"({r['predicted']:.3f}): {r['measured'] / best['measured']:.2f}x ({r['predicted'] / best['predicted']:.2f}x)"
                 for r in peers))
-        print(f"median |error| {100 * s['median_abs_error']:.1f} % (target <= 15 %), Spearman {s['spearman']:.2f} "
+        print(f"median |error| {100 * s['median_abs_error']:.1f} % (target <= 15 %), Spearman {s['spearman']:.3f} "
               f"(>= 0.9), planner's pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} % "
-              f"(<= 5 %)")
+              f"(<= 5 %); {verdict(s)}")
         if len(distinct) < len(rows):
             merged = ", ".join(r["plan"] for r in distinct if "=" in r["plan"])
             labelled = summarize(rows, merge_identical=False)

@@ -190,10 +190,12 @@ expect("not merged", len(check_stats.distinct_plans(twins)), 3)
 if twins[0]["plan"] != "x7" or len(twins[0]["repeats"]) != 3:
     failures.append("distinct_plans changed its input rows")
 
-# Which profile prices a case: auto is back to back on a cluster with a CPU block per node, the
-# gapped profile on one without (runs saved before the field: none) when the run measured it.
+# Which profile prices a case: auto is split on a cluster with a CPU block per node (back to back
+# for chained calls, gapped for the calls after compute), the gapped profile on one without (runs
+# saved before the field: none) when the run measured it, back to back when it did not.
 auto, gap = argparse.Namespace(profile_kind="auto"), argparse.Namespace(profile_kind="gap")
-expect("auto, pinned", check_predict.profile_kind(auto, {"cpus": "node", "profile_gap": "g"}), "back-to-back")
+expect("auto, pinned", check_predict.profile_kind(auto, {"cpus": "node", "profile_gap": "g"}), "split")
+expect("auto, pinned, no gapped profile", check_predict.profile_kind(auto, {"cpus": "node"}), "back-to-back")
 expect("auto, shared cores", check_predict.profile_kind(auto, {"cpus": "none", "profile_gap": "g"}), "gap")
 expect("auto, saved before the field", check_predict.profile_kind(auto, {"profile_gap": "g"}), "gap")
 expect("auto, no gapped profile", check_predict.profile_kind(auto, {"cpus": "none"}), "back-to-back")
@@ -244,6 +246,15 @@ class KappaArgs(Args):
 
 saved_sh = check.sh
 check.sh = fake_step_sh
+# The report's verdict reads the unrounded figures: a Spearman of 0.898 misses though it prints 0.90.
+import check_report  # noqa: E402
+expect("verdict, all met", check_report.verdict({"median_abs_error": 0.15, "spearman": 0.9, "pick_over_best": 0.05}),
+       "met: error, Spearman, pick")
+expect("verdict, 0.898", check_report.verdict({"median_abs_error": 0.03, "spearman": 0.8982, "pick_over_best": 0.0}),
+       "met: error, pick; missed: Spearman")
+expect("verdict, none", check_report.verdict({"median_abs_error": 0.2, "spearman": 0.1, "pick_over_best": 0.06}),
+       "met: none; missed: error, Spearman, pick")
+
 kappa_config = {"mesh": "4x2", "rate": "1gbit", "profile": "p.json",
                 "links": {"intra_gbytes": 1, "intra_latency": 0, "inter_latency": 0},
                 "calibration": {"call_plan": "cal", "call_plan_overlap_runs": [0.045, 0.047]}}
