@@ -57,6 +57,24 @@ TEST_CASE("profile: with a gap, every call is timed alone and the idle gap is no
   CHECK(elapsed >= 2 * gap);  // the gaps did happen, one before each timed call
 }
 
+TEST_CASE("profile: paced, every rank loops gap then call and the gaps are not counted") {
+  const Mesh mesh(2, 1);
+  const auto gap = std::chrono::milliseconds{50};
+  std::vector<planner::ProfileEntry> entries;
+  const auto t0 = std::chrono::steady_clock::now();
+  comm::run_on_threads(2, [&](comm::ThreadsCommunicator& world) {
+    auto mine = amsp_profile::measure(world, mesh, {comm::op_kind::all_gather},
+                                      amsp_profile::block_group_sets(mesh, {Factor{2, 1}}), {4096}, 2, gap,
+                                      amsp_profile::CallForms::engine, amsp_profile::GapTiming::paced);
+    if (world.rank() == 0) entries = std::move(mine);
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].seconds >= 0);
+  CHECK(entries[0].seconds < 0.05);  // the loop's time per call less the 50 ms gap
+  CHECK(elapsed >= 2 * gap);
+}
+
 TEST_CASE("profile: measured entries and their JSON document") {
   const Mesh mesh(2, 2);
   const std::vector<comm::op_kind> ops{comm::op_kind::all_gather, comm::op_kind::reduce_scatter,

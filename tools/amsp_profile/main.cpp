@@ -43,6 +43,7 @@ struct Options {
   int max_iterations = 200;
   std::chrono::microseconds gap{0};  // idle time before every timed call; 0: back to back
   amsp_profile::CallForms calls = amsp_profile::CallForms::engine;  // blocking or asynchronous calls
+  amsp_profile::GapTiming gap_timing = amsp_profile::GapTiming::slowest_call;
 };
 
 // Returns nullopt after printing --help.
@@ -78,6 +79,12 @@ std::optional<Options> parse(int argc, char** argv) {
   o.gap = std::chrono::microseconds{args.integer<int>(
       "--gap-us", "US", "idle microseconds on every rank before every timed call, each call timed alone (as in "
       "training, where calls follow compute); 0 (default): calls back to back", 0, cli::at_least(0))};
+  o.gap_timing = args.choice("--gap-timing",
+                             "with --gap-us: each call alone after a barrier and the gap, its slowest rank's time "
+                             "(slowest), or every rank looping gap then call with no barrier between, the loop's "
+                             "time per call less the gap (paced: a training loop of equal compute segments)",
+                             amsp_profile::GapTiming::slowest_call,
+                             {{"slowest", amsp_profile::GapTiming::slowest_call}, {"paced", amsp_profile::GapTiming::paced}});
   using amsp_profile::CallForms;
   o.calls = args.choice("--calls",
                         "which call of each collective to time: as the engine issues it (engine: gathers and broadcasts "
@@ -143,7 +150,7 @@ int run(int argc, char** argv) {
     comm::MpiSession session(argc, argv);
     comm::MpiCommunicator world = comm::MpiCommunicator::world(comm::MpiOptions{.check_calls = o.mpi_check_calls});
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
-    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap, o.calls);
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing);
     if (world.rank() == 0) write(o, mesh, entries);
     return 0;
 #endif
@@ -152,7 +159,7 @@ int run(int argc, char** argv) {
   const auto sets = group_sets(o, mesh);
   std::vector<planner::ProfileEntry> entries;
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
-    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap, o.calls);
+    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing);
     if (world.rank() == 0) entries = std::move(mine);
   });
   write(o, mesh, entries);

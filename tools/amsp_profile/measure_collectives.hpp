@@ -69,6 +69,12 @@ using planner::ProfileEntry;
 /// or every one nonblocking (its asynchronous call waited for at once).
 enum class CallForms { engine, blocking, nonblocking };
 
+/// How a call after a gap is timed: alone (a world barrier, the gap, the call; the slowest rank's
+/// time), or paced (every rank loops gap, call, with no barrier between: the loop's time per
+/// call less the gap, what a training loop of equal compute segments pays per call, where a rank
+/// that returns early also starts its next call early).
+enum class GapTiming { slowest_call, paced };
+
 /// True when `op` is timed through its asynchronous call. The engine issues the gathers and
 /// broadcasts asynchronously (the prefetch and the parameter spread: engine_buffers.hpp,
 /// engine_step.hpp) and the reductions as blocking calls on its communication thread
@@ -106,7 +112,8 @@ template <comm::communicator C>
                                                 const std::vector<std::pair<Factor, GroupSet>>& sets,
                                                 const std::vector<std::uint64_t>& sizes, int max_iterations = 200,
                                                 std::chrono::microseconds gap = std::chrono::microseconds{0},
-                                                CallForms forms = CallForms::engine) {
+                                                CallForms forms = CallForms::engine,
+                                                GapTiming timing = GapTiming::slowest_call) {
   mesh.check_world_size(world.size());
   using Clock = std::chrono::steady_clock;
   std::vector<ProfileEntry> entries;
@@ -145,7 +152,17 @@ template <comm::communicator C>
         once();  // warm-up: first touch, connection setup
         const int iterations = iterations_for(bytes, max_iterations);
         double seconds = 0;
-        if (gap.count() > 0) {
+        if (gap.count() > 0 && timing == GapTiming::paced) {
+          world.barrier();
+          const auto t0 = Clock::now();
+          for (int i = 0; i < iterations; ++i) {
+            std::this_thread::sleep_for(gap);
+            once();
+          }
+          world.barrier();
+          const double per_call = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+          seconds = std::max(per_call - std::chrono::duration<double>(gap).count(), 0.0);
+        } else if (gap.count() > 0) {
           std::vector<double> every(static_cast<std::size_t>(world.size()));  // each rank's time of a call
           for (int i = 0; i < iterations; ++i) {
             world.barrier();
