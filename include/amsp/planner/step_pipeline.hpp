@@ -22,10 +22,11 @@
 // overlapping the other stream's transfers for o seconds lasts o / 2 longer; the schedule is
 // run again against the other stream's transfers of the round before until it settles. (Without
 // the sharing, 2026-12-04's runs q and s put ZeRO-3 with overlap 16-22 % under its measured step
-// at 100 and 200 Mbit/s: its gathers and reductions overlap in the backward.) A gather or reduction that finds its stream idle is priced as its term is in
-// the schedule without overlap (CommTerm::after_compute: a call after compute, links drained);
-// one queued behind another piece of its stream as a call back to back (`chained_seconds`),
-// which is what a slow link makes of the engine's calls: each waits for the one before.
+// at 100 and 200 Mbit/s: its gathers and reductions overlap in the backward.)
+// A gather or reduction that finds its stream idle is priced as its term is in the schedule
+// without overlap (CommTerm::after_compute: a call after compute, links drained); one queued
+// behind another piece of its stream as a call back to back (`chained_seconds`), which is what a
+// slow link makes of the engine's calls: each waits for the one before.
 
 #include <algorithm>
 #include <cmath>
@@ -137,13 +138,13 @@ struct PipelineStream {
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const std::string& name = terms[i].name;
     const double t = term_seconds[i], queued = chained_seconds ? (*chained_seconds)[i] : t;
-    const auto add = [&](double (&slot)[2]) { slot[0] += t, slot[1] += queued; };
-    if (name == name_of(TrafficTerm::param_gather)) gathers_cross |= !terms[i].intra_node();
-    else if (name != name_of(TrafficTerm::grad_norm)) comm_crosses |= !terms[i].intra_node();
-    if (name == name_of(TrafficTerm::param_gather)) add(gathers);
+    const bool crosses = !terms[i].intra_node();
+    // Adds the term to a slot of the communication stream (the norm's one double shares nothing).
+    const auto add = [&](double (&slot)[2]) { slot[0] += t, slot[1] += queued, comm_crosses |= crosses; };
+    if (name == name_of(TrafficTerm::param_gather)) gathers[0] += t, gathers[1] += queued, gathers_cross |= crosses;
     else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) add(each_reduction);
     else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) add(last_reduction);
-    else if (name == name_of(TrafficTerm::param_spread)) spread += t;
+    else if (name == name_of(TrafficTerm::param_spread)) spread += t, comm_crosses |= crosses;
     else if (name == name_of(TrafficTerm::grad_norm)) norm += t;
     else return -1.0;
   }
