@@ -79,11 +79,12 @@ def profile_kind(a, config):
     the same chain, and the gapped profile's idle 10 ms refill the token bucket, so each of its
     calls passes a free 64 KiB burst (5 ms at 100 Mbit/s) that a chain of calls does not get
     (docs/planner-check.md).
-    Since 2026-12-04 (20:50) split for such runs when they have both profiles: the model now
-    knows which calls follow compute in the engine's schedule (a unit's last-micro-batch
+    Since 2026-12-04's thirteenth session split for such runs when they have both profiles: the
+    model now knows which calls follow compute in the engine's schedule (a unit's last-micro-batch
     reductions too, CommTerm::after_compute; the overlapped step decides per call whether it
     queued), and split prices those with the gapped profile, the chained ones back to back
-    (docs/planner-check-terms.md, "Which calls follow compute")."""
+    (docs/planner-check-accelerator.md, "Which calls follow compute, and two streams on one
+    link": runs s and t)."""
     if a.profile_kind == "auto":
         if "profile_gap" not in config:
             return "back-to-back"
