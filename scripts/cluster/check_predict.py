@@ -62,7 +62,8 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--global-batch", str(config.get("global_batch", a.global_batch)),
             "--overlap-slowdown", str(kappa),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
-            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits] + \
+            "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
+            "--stagger", a.stagger] + \
         compute_args + \
         (config["model_args"].split() if "model_args" in config else a.model_args)
 

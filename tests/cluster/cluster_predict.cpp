@@ -9,7 +9,7 @@
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
-//       [--sync-overhead 0] [--gather-scatter recursive|ring] [--waits overlap|add]
+//       [--sync-overhead 0] [--gather-scatter recursive|ring] [--waits overlap|add] [--stagger on|off]
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --profile prices the calls chained after other calls, --profile-after-compute (a profile of calls
 // after an idle gap) those between two compute segments (Cluster::profile_after_compute; without
@@ -23,6 +23,10 @@
 // algorithm: --gather-scatter ring (the default) counts n − 1 for all_gather and reduce_scatter,
 // recursive ⌈log2 n⌉ (Cluster::gather_scatter). The waits and the transfer of a call overlap
 // (Cluster::collective_seconds: the longer of the two; --waits add: their sum, the model before).
+// --stagger on (the default) lets the step without overlap hide backward compute behind the
+// backward gathers' completion spread, measured by --profile-after-compute (gather_stagger.hpp;
+// the emulated cluster pins the recursive doubling and halving it needs, whatever --gather-scatter
+// counts for the overheads); off prices the model before 2026-12-04's trace.
 // Each line also lists every call
 // ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
 // the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
@@ -134,6 +138,10 @@ int run(int argc, char** argv) {
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
   // The hand-overs --step-overhead is paid for: rings (n − 1, the default: it predicts the cluster's
   // steps better, docs/planner-check-terms.md), or the recursive doubling / halving scripts/cluster.sh pins.
+  const std::string stagger_flag = a.text("stagger", "on");
+  check(stagger_flag == "on" || stagger_flag == "off", "cli.value", "--stagger must be on or off, got '", stagger_flag,
+        "'");
+  const bool stagger = stagger_flag == "on";
   const std::string gather_scatter = a.text("gather-scatter", "ring");
   check(gather_scatter == "recursive" || gather_scatter == "ring", "cli.value",
         "--gather-scatter must be recursive or ring, got '", gather_scatter, "'");
@@ -201,6 +209,7 @@ int run(int argc, char** argv) {
     StepCompute step = measured_step_compute(plan, compute, samples, M, params);
     step.unit_shares = parameter_shares(units);  // the engine's schedule, bucket by bucket
     step.gather_in_backward = schedule.reshard_after_forward;
+    if (stagger) step.stagger = backward_stagger(terms, cluster, M, step.gather_in_backward);
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
     step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
     const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds, &chained);

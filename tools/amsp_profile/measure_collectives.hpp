@@ -102,7 +102,8 @@ enum class GapTiming { slowest_call, paced };
 /// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
 /// training after a compute segment, which back-to-back calls never do), and the mean over the
-/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's). `forms` says
+/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), and of the
+/// fastest rank's (ProfileEntry::first_seconds, since 2026-12-04). `forms` says
 /// which ops are timed as their asynchronous call waited for at once (MPI: MPI_Iallgather, ... in
 /// libnbc) instead of the blocking one (MPI: the tuned component): a different implementation,
 /// which on the emulated cluster moves a different number of bytes or paces them differently
@@ -151,7 +152,7 @@ template <comm::communicator C>
         };
         once();  // warm-up: first touch, connection setup
         const int iterations = iterations_for(bytes, max_iterations);
-        double seconds = 0;
+        double seconds = 0, first_seconds = 0;  // first: the fastest rank's (timed alone after a gap only)
         if (gap.count() > 0 && timing == GapTiming::paced) {
           world.barrier();
           const auto t0 = Clock::now();
@@ -175,6 +176,8 @@ template <comm::communicator C>
             // (docs/cluster.md, "Blocking and nonblocking calls").
             world.all_gather(&mine, every.data(), 1);
             seconds += *std::max_element(every.begin(), every.end()) / iterations;
+            // ... and one done early goes on (to its compute) while the others still receive.
+            first_seconds += *std::min_element(every.begin(), every.end()) / iterations;
           }
           world.barrier();
         } else {
@@ -184,7 +187,7 @@ template <comm::communicator C>
           world.barrier();
           seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
         }
-        entries.push_back(ProfileEntry{op, shape, bytes, seconds});
+        entries.push_back(ProfileEntry{op, shape, bytes, seconds, first_seconds});
       }
   }
   return entries;

@@ -7,7 +7,9 @@
 // and written, bf16 gradient read, bf16 parameter written) at HBM bandwidth, and overlaps nothing.
 //
 // Without overlap every collective waits for compute and compute for every collective:
-//     T = M·c + Σ terms + update.
+//     T = M·c + Σ terms + update,
+// less the backward compute that hides behind a backward gather's stagger where the ranks end it
+// one after another (gather_stagger.hpp; StepCompute::stagger, empty unless measured).
 // With overlap (PAPER.md §5) communication runs beside compute, but only inside the window it
 // belongs to (comm_model.hpp's Window): the spread of the previous update beside the first
 // micro-batch's forward, the last-micro-batch gradient reduction beside its backward, and the
@@ -40,6 +42,7 @@
 #include "amsp/planner/cluster.hpp"
 #include "amsp/planner/comm_model.hpp"
 #include "amsp/planner/compute_model.hpp"
+#include "amsp/planner/gather_stagger.hpp"
 #include "amsp/planner/model.hpp"
 #include "amsp/planner/step_pipeline.hpp"
 #include "amsp/planner/workload.hpp"
@@ -81,6 +84,9 @@ struct StepCompute {
   /// follows the engine's schedule unit by unit (step_pipeline.hpp). Empty: the phase windows.
   std::vector<double> unit_shares = {};
   bool gather_in_backward = true;  ///< ScheduleOptions::reshard_after_forward
+  /// The backward gathers' stagger (backward_stagger): the schedule without overlap hides up to
+  /// each unit's spread of its backward compute. Empty: nothing hides.
+  BackwardStagger stagger = {};
 };
 
 /// Step time from the compute side and the seconds of each term (in `terms` order, as
@@ -106,7 +112,8 @@ struct StepCompute {
   s.compute = M * per_mb;
   s.update = compute.update;
   s.communication = every + first + last;
-  s.serial = s.compute + s.communication + s.update + compute.wait;
+  s.serial = s.compute + s.communication + s.update + compute.wait -
+             staggered_backward_seconds(compute.stagger, backward, compute.micro_batches);
   const double share_first = forward / s.compute;
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
@@ -126,7 +133,9 @@ struct StepCompute {
 
 /// Step time of `plan` given the seconds of each term (in `terms` order), compute from the FLOP
 /// model on the cluster's GPUs; with `units` (the terms' units) the overlapped step follows the
-/// engine's schedule unit by unit (step_pipeline.hpp), `gather_in_backward` as in ScheduleOptions.
+/// engine's schedule unit by unit (step_pipeline.hpp), `gather_in_backward` as in ScheduleOptions,
+/// and, where the gathers and scatters run by recursive doubling and halving, the step without
+/// overlap hides what the backward gathers' stagger allows (gather_stagger.hpp).
 [[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
                                         const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
                                         std::span<const Module> units = {}, bool gather_in_backward = true,
@@ -137,7 +146,10 @@ struct StepCompute {
                             update_seconds(plan, m, c),
                             0.0,
                             units.empty() ? std::vector<double>{} : parameter_shares(units),
-                            gather_in_backward};
+                            gather_in_backward,
+                            units.empty() || c.gather_scatter != GatherScatterAlgorithm::recursive
+                                ? BackwardStagger{}
+                                : backward_stagger(terms, c, w.micro_batches, gather_in_backward)};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);
