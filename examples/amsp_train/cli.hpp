@@ -89,6 +89,10 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
   t.eval_windows = args.integer<std::size_t>("--eval-windows", "N", "validation windows", 64, at_least<std::size_t>(1));
   t.sample_bytes = args.integer<int>("--sample-bytes", "N", "bytes of text sampled at the end", 120, between(0, 100000));
   t.log_json = args.text("--log-json", "FILE", "one JSON record per step, then the final one (JSON Lines)", "");
+  t.timeline = args.text("--timeline", "PREFIX",
+                         "each rank's waits in engine calls and emulated device time, a Chrome trace per rank "
+                         "(PREFIX.rank<R>.json)",
+                         "");
   t.print = !args.flag("--quiet", "no progress lines, only the final JSON line");
   t.checkpoint_dir = args.text("--checkpoint-dir", "DIR", "save a checkpoint here (amsp/io) after the last step", "");
   t.checkpoint_every = args.integer<int>("--checkpoint-every", "N", "also every N steps (0: only after the last)", 0,

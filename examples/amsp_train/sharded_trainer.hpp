@@ -36,6 +36,7 @@
 #include "amsp_train/gpt_model.hpp"
 #include "amsp_train/hyperparameters.hpp"
 #include "amsp_train/text_data.hpp"
+#include "amsp_train/timeline.hpp"
 #include "amsp_train/train_config.hpp"
 #include "amsp_train/train_log.hpp"
 #include "amsp_train/validation.hpp"
@@ -62,7 +63,7 @@ public:
   ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
       : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
         opt_(comm, mesh, plan, rule(cfg), engine_buckets(buckets_), options(cfg, buckets_)),
-        device_(cfg.device_ms_per_sequence, buckets_),
+        device_(cfg.device_ms_per_sequence, buckets_), timeline_(cfg.timeline, comm.rank()),
         params_(buckets_.size()), grads_(buckets_.size()), wide_params_(buckets_.size()),
         wide_grads_(buckets_.size()), gathered_(buckets_.size(), false) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -81,36 +82,39 @@ public:
   [[nodiscard]] Engine& engine() { return opt_; }
   [[nodiscard]] Gpt<float>& model() { return model_; }
   [[nodiscard]] double comm_seconds() const { return comm_seconds_; }
+  [[nodiscard]] Timeline& timeline() { return timeline_; }
   /// Gathers per micro-batch of each bucket (what expected_traffic needs).
   [[nodiscard]] int gathers_per_micro_batch() const { return cfg_.keep_gathered ? 1 : 2; }
 
   /// One micro-batch: forward, backward, every gradient handed in. Returns its mean loss.
   double micro_batch(const TokenBatch& batch, bool last) {
-    timed([&] { opt_.start_micro_batch(last); });
+    timed("start_micro_batch", -1, [&] { opt_.start_micro_batch(last); });
     const std::size_t n = buckets_.size();
     const double loss = model_.forward(params_, batch.tokens.data(), batch.targets.data(), batch.sequences,
                                        [&](std::size_t b) {
                                          gather(b);
-                                         if (cfg_.overlap && b + 1 < n) timed([&] { opt_.prefetch(int(b + 1)); });
+                                         if (cfg_.overlap && b + 1 < n)
+                                           timed("prefetch", int(b + 1), [&] { opt_.prefetch(int(b + 1)); });
                                          if (!cfg_.keep_gathered && b > 0) release(b - 1);
-                                         device_.compute(b, false, batch.sequences);
+                                         compute(b, false, batch.sequences);
                                        });
     if (!cfg_.keep_gathered) release(n - 1);
     model_.backward(
         params_, grads_,
         [&](std::size_t b) {
           if (!gathered_[b]) gather(b);
-          if (cfg_.overlap && !cfg_.keep_gathered && b > 0) timed([&] { opt_.prefetch(int(b - 1)); });
-          device_.compute(b, true, batch.sequences);
+          if (cfg_.overlap && !cfg_.keep_gathered && b > 0)
+            timed("prefetch", int(b - 1), [&] { opt_.prefetch(int(b - 1)); });
+          compute(b, true, batch.sequences);
           if constexpr (std::is_same_v<ParamT, float>) {
-            grads_[b] = timed([&] { return opt_.grad_buffer(int(b)).data(); });
+            grads_[b] = timed("grad_buffer", int(b), [&] { return opt_.grad_buffer(int(b)).data(); });
           } else {
             wide_grads_[b].resize(buckets_[b].numel);
             grads_[b] = wide_grads_[b].data();
           }
         },
         [&](std::size_t b) {
-          timed([&] {
+          timed("reduce_gradients", int(b), [&] {
             if constexpr (!std::is_same_v<ParamT, float>) {
               const std::span<ParamT> out = opt_.grad_buffer(int(b));
               for (std::size_t e = 0; e < buckets_[b].numel; ++e) out[e] = amsp::from_float<ParamT>(grads_[b][e]);
@@ -125,7 +129,7 @@ public:
   /// The optimizer step, with the learning rate of the schedule for the step it takes.
   amsp::StepResult step() {
     opt_.set_lr(cfg_.schedule.at(opt_.steps() + 1));
-    return timed([&] {
+    return timed("step", -1, [&] {
       amsp::StepResult r = opt_.step();
       if (!cfg_.overlap) opt_.synchronize();
       return r;
@@ -135,14 +139,14 @@ public:
   /// Waits in a barrier of `world`, counted as communication (TrainConfig::compute_turns).
   template <class Raw>
   void wait_for_turn(Raw& world) {
-    timed([&] { world.barrier(); });
+    timed("turn barrier", -1, [&] { world.barrier(); });
   }
 
   /// Waits for the engine's worker (HostAsync) before the loop's own collectives: afterwards no
   /// thread but the caller's talks to the communicator. A no-op in HostSerial, whose calls all
   /// come from the caller's thread already.
   void quiesce() {
-    if constexpr (Space::asynchronous) timed([&] { opt_.synchronize(); });
+    if constexpr (Space::asynchronous) timed("synchronize", -1, [&] { opt_.synchronize(); });
   }
 
   /// Gathers every bucket, runs `use(params)`, releases them (collective: every rank calls it).
@@ -173,20 +177,32 @@ private:
     return o;
   }
 
-  /// Runs f, adding its wall time to the communication time (what the engine's calls block for).
+  /// Runs f, adding its wall time to the communication time (what the engine's calls block for),
+  /// and records it on the timeline as `name` (bucket -1: none).
   template <class F>
-  auto timed(F&& f) {
+  auto timed(const char* name, int bucket, F&& f) {
     const auto start = std::chrono::steady_clock::now();
     struct Add {
-      double& total;
+      ShardedRun& run;
+      const char* name;
+      int bucket;
       std::chrono::steady_clock::time_point start;
-      ~Add() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-    } add{comm_seconds_, start};
+      ~Add() {
+        const auto end = std::chrono::steady_clock::now();
+        run.comm_seconds_ += std::chrono::duration<double>(end - start).count();
+        run.timeline_.add(name, "wait", bucket, start, end);
+      }
+    } add{*this, name, bucket, start};
     return f();
+  }
+  /// Bucket b's forward or backward on the emulated device, on the timeline when it is on.
+  void compute(std::size_t b, bool backward, std::size_t sequences) {
+    if (!device_.on()) return;
+    timeline_.span(backward ? "backward" : "forward", "device", int(b), [&] { device_.compute(b, backward, sequences); });
   }
 
   void gather(std::size_t b) {
-    const std::span<const ParamT> full = timed([&] { return opt_.gather(int(b)); });
+    const std::span<const ParamT> full = timed("gather", int(b), [&] { return opt_.gather(int(b)); });
     gathered_[b] = true;
     if constexpr (std::is_same_v<ParamT, float>) {
       params_[b] = full.data();
@@ -198,7 +214,7 @@ private:
   }
   void release(std::size_t b) {
     if (!gathered_[b]) return;
-    timed([&] { opt_.release(int(b)); });
+    timed("release", int(b), [&] { opt_.release(int(b)); });
     gathered_[b] = false;
     params_[b] = nullptr;
   }
@@ -208,6 +224,7 @@ private:
   std::vector<ParamBucket> buckets_;
   Engine opt_;
   EmulatedDevice device_;  ///< --device-ms-per-sequence (off by default)
+  Timeline timeline_;      ///< --timeline (off by default)
   std::vector<const float*> params_;
   std::vector<float*> grads_;
   std::vector<std::vector<float>> wide_params_, wide_grads_;
@@ -284,7 +301,8 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     run.quiesce();
     StepRecord r;
     count_since_mark(r);
-    world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum);
+    run.timeline().span("loss all_reduce", "wait", -1,
+                        [&] { world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum); });
     run.step();
     const bool last = step + 1 == cfg.steps;
     const bool evaluate = last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0);
@@ -323,6 +341,7 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     out.rank_comm_seconds.insert(out.rank_comm_seconds.end(), first + std::ptrdiff_t(out.steps.size()),
                                  first + std::ptrdiff_t(mine.size()));
   }
+  run.timeline().write();
   out.bytes_intra /= double(out.steps.size());
   out.bytes_inter /= double(out.steps.size());
   out.final_loss = out.steps.back().loss;

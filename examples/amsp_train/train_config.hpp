@@ -45,6 +45,7 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   bool print = true;           ///< rank 0 prints a progress line per step
   std::string log_json;        ///< one JSON record per step (rank 0), empty = none
+  std::string timeline;        ///< each rank's waits and device time as PREFIX.rank<R>.json, empty = none
   std::string checkpoint_dir;  ///< checkpoint here every checkpoint_every steps and after the last
   int checkpoint_every = 0;    ///< 0: only after the last step
   std::string resume_dir;      ///< start from this checkpoint (any plan, mesh or OS layout)

@@ -270,9 +270,9 @@ def main():
                          "ring = n - 1 (default); recursive = ceil(log2 n), the hand-overs of the recursive "
                          "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner-check.md)")
     ap.add_argument("--stagger", choices=["on", "off"], default="on",
-                    help="the step without overlap hides backward compute behind the backward gathers' "
-                         "completion spread, from the gapped profile's fastest rank (gather_stagger.hpp; runs "
-                         "measured before 2026-12-04 23:00 have none); off: the model before it")
+                    help="the step without overlap hides backward compute behind the head start of the backward "
+                         "gathers' first pair, from the gapped profile's first_pair_seconds (gather_stagger.hpp; "
+                         "runs measured before 2026-12-04 23:40 have none); off: the model before it")
     ap.add_argument("--waits", choices=["overlap", "add"], default="overlap",
                     help="a collective's waits for peers and its transfer: overlap (the longer counts) or add "
                          "(their sum: the model before 2026-12-03's reanalysis)")

@@ -24,7 +24,7 @@
 // recursive ⌈log2 n⌉ (Cluster::gather_scatter). The waits and the transfer of a call overlap
 // (Cluster::collective_seconds: the longer of the two; --waits add: their sum, the model before).
 // --stagger on (the default) lets the step without overlap hide backward compute behind the
-// backward gathers' completion spread, measured by --profile-after-compute (gather_stagger.hpp;
+// backward gathers' first pair's head start, measured by --profile-after-compute (gather_stagger.hpp;
 // the emulated cluster pins the recursive doubling and halving it needs, whatever --gather-scatter
 // counts for the overheads); off prices the model before 2026-12-04's trace.
 // Each line also lists every call

@@ -68,6 +68,23 @@ TEST_CASE("profile: with a gap, every call is timed alone and the idle gap is no
   CHECK(g.entry.seconds > 0);
   CHECK(g.entry.seconds < 0.05);  // two 4 KiB gathers of two threads: far below the gap
   CHECK(g.elapsed >= 2 * profile_gap);  // the gaps did happen, one before each timed call
+  // When the first pair of partners had ended: measured; with two ranks the one pair is both,
+  // so it ends with the slowest rank.
+  CHECK(g.entry.first_pair_seconds > 0);
+  CHECK(g.entry.first_pair_seconds == doctest::Approx(g.entry.seconds));
+}
+
+TEST_CASE("profile: the first pair of partners half a group apart, in the group where it ends last") {
+  const Mesh mesh(4, 2);
+  // Each world rank's end of one call.
+  const std::vector<double> ends{5, 1, 7, 3, 2, 6, 4, 8};
+  // One group of all eight: pairs (0,4) (1,5) (2,6) (3,7) end at 5, 6, 7, 8; the first at 5.
+  CHECK(amsp_profile::last_groups_first_pair(factor_groups(mesh, Factor{4, 2}), ends) == 5.0);
+  // Two groups of four (one per node): (0,2) (1,3) end at 7 and 3, (4,6) (5,7) at 4 and 8;
+  // first pairs at 3 and 4, the later of the two groups 4.
+  CHECK(amsp_profile::last_groups_first_pair(factor_groups(mesh, Factor{4, 1}), ends) == 4.0);
+  // Groups of two: the one pair is both ranks.
+  CHECK(amsp_profile::last_groups_first_pair(factor_groups(mesh, Factor{2, 1}), ends) == 8.0);
 }
 
 TEST_CASE("profile: paced, every rank loops gap then call and the gaps are not counted") {
@@ -75,6 +92,7 @@ TEST_CASE("profile: paced, every rank loops gap then call and the gaps are not c
   CHECK(g.entry.seconds >= 0);
   CHECK(g.entry.seconds < 0.05);  // the loop's time per call less the 50 ms gap
   CHECK(g.elapsed >= 2 * profile_gap);
+  CHECK(g.entry.first_pair_seconds == 0);  // a loop has no per-call end of each rank
 }
 
 TEST_CASE("profile: measured entries and their JSON document") {
@@ -94,6 +112,7 @@ TEST_CASE("profile: measured entries and their JSON document") {
   CHECK(entries.back().group == Factor{2, 2});
   CHECK(entries.back().bytes == 1000 / 16 * 16);
   for (const auto& e : entries) CHECK(e.seconds > 0);
+  for (const auto& e : entries) CHECK(e.first_pair_seconds == 0);  // back to back: no rank's end measured
 
   const Json doc = parse_json(to_json_string(planner::bandwidth_profile_json(entries, "threads", mesh, "box")));
   CHECK(doc.at("format").as_string() == "amsp-bandwidth-profile/1");
@@ -124,8 +143,8 @@ TEST_CASE("profile: the planner reads back what the writer writes") {
   // Writer (bandwidth_profile_json) and reader (BandwidthProfile::from_json) share the format's
   // header but not their code: a field renamed on one side only fails here.
   const std::vector<planner::ProfileEntry> entries{
-      {comm::op_kind::all_gather, Factor{2, 1}, 4096, 1e-5},
-      {comm::op_kind::all_gather, Factor{2, 1}, std::uint64_t{1} << 20, 1e-3},
+      {comm::op_kind::all_gather, Factor{2, 1}, 4096, 1e-5, 4e-6},
+      {comm::op_kind::all_gather, Factor{2, 1}, std::uint64_t{1} << 20, 1e-3, 7.5e-4},
       {comm::op_kind::all_reduce, Factor{2, 2}, 8192, 4e-5}};
   const Json doc = parse_json(to_json_string(planner::bandwidth_profile_json(entries, "mpi", Mesh(2, 2), "h")));
   const planner::BandwidthProfile profile = planner::BandwidthProfile::from_json(doc);
@@ -133,4 +152,9 @@ TEST_CASE("profile: the planner reads back what the writer writes") {
   CHECK(profile.seconds(comm::op_kind::all_gather, Factor{2, 1}, 1 << 20) == doctest::Approx(1e-3));
   CHECK(profile.seconds(comm::op_kind::all_reduce, Factor{2, 2}, 8192) == doctest::Approx(4e-5));
   CHECK(!profile.has(comm::op_kind::all_reduce, Factor{2, 1}));
+  // The first pair's end comes back as the head start (the slowest rank's end less it).
+  CHECK(*profile.pair_head_start(comm::op_kind::all_gather, Factor{2, 1}, 4096) == doctest::Approx(6e-6));
+  CHECK(*profile.pair_head_start(comm::op_kind::all_gather, Factor{2, 1}, 1 << 20) == doctest::Approx(2.5e-4));
+  CHECK(!profile.pair_head_start(comm::op_kind::all_reduce, Factor{2, 2}, 8192));  // written without one
+  CHECK(!doc.at("entries").as_array()[2].contains("first_pair_seconds"));
 }

@@ -148,6 +148,43 @@ TEST_CASE("profile: calls between compute segments are priced from the after-com
   CHECK(reduce.seconds(c) == doctest::Approx(0.008));
 }
 
+TEST_CASE("profile: the first pair's end gives a call's head start") {
+  // 1 MB: slowest 10 ms, first pair 4 ms (head start 6 ms, fraction 0.4); 100 MB: 500, 400 ms (0.8).
+  const BandwidthProfile p = BandwidthProfile::from_json(parse_json(R"({"format": "amsp-bandwidth-profile/1",
+    "entries": [
+      {"op": "all_gather", "group": "4x2", "bytes": 1000000, "seconds": 0.010, "first_pair_seconds": 0.004},
+      {"op": "all_gather", "group": "4x2", "bytes": 100000000, "seconds": 0.5, "first_pair_seconds": 0.4},
+      {"op": "reduce_scatter", "group": "4x2", "bytes": 1000000, "seconds": 0.010},
+      {"op": "all_reduce", "group": "4x2", "bytes": 1000000, "seconds": 0.010, "first_pair_seconds": 0.01},
+      {"op": "all_reduce", "group": "4x2", "bytes": 2000000, "seconds": 0.020}]})"));
+  CHECK(*p.pair_head_start(op_kind::all_gather, {4, 2}, 1e6) == doctest::Approx(0.006));
+  CHECK(*p.pair_head_start(op_kind::all_gather, {4, 2}, 1e8) == doctest::Approx(0.1));
+  // Halfway in log size: the fraction halfway (0.6), times the interpolated slowest time.
+  const double middle = std::sqrt(0.010 * 0.5);
+  CHECK(*p.pair_head_start(op_kind::all_gather, {4, 2}, 1e7) == doctest::Approx(middle * 0.4));
+  // Outside the measured sizes the fraction is held.
+  CHECK(*p.pair_head_start(op_kind::all_gather, {4, 2}, 1e9) == doctest::Approx(5.0 * 0.2));
+  CHECK(*p.pair_head_start(op_kind::all_gather, {4, 2}, 10) == doctest::Approx(0.006));
+  // Not measured (a back-to-back profile, or one entry of the curve without it): none.
+  CHECK(!p.pair_head_start(op_kind::reduce_scatter, {4, 2}, 1e6));
+  CHECK(!p.pair_head_start(op_kind::all_reduce, {4, 2}, 1e6));
+  CHECK(!p.pair_head_start(op_kind::all_gather, {2, 1}, 1e6));
+  // Repeated sizes: the fractions are averaged over the runs that measured one.
+  BandwidthProfile q;
+  q.add(op_kind::all_gather, {4, 2}, 1e6, 0.010, 0.002);
+  q.add(op_kind::all_gather, {4, 2}, 1e6, 0.010, 0.006);
+  CHECK(*q.pair_head_start(op_kind::all_gather, {4, 2}, 1e6) == doctest::Approx(0.006));
+  // A first pair later than the slowest rank, or not positive, is an error naming the field.
+  const auto bad = [](const char* first) {
+    return BandwidthProfile::from_json(parse_json(std::string(R"({"format": "amsp-bandwidth-profile/1", "entries": [
+      {"op": "all_gather", "group": "4x2", "bytes": 1000, "seconds": 0.01, "first_pair_seconds": )") + first + "}]}"));
+  };
+  CHECK_THROWS_WITH_AS(bad("0.02"), doctest::Contains("first_pair_seconds"), amsp::error);
+  CHECK_THROWS_WITH_AS(bad("0"), doctest::Contains("first_pair_seconds must be positive"), amsp::error);
+  CHECK_THROWS_WITH_AS(bad("-1"), doctest::Contains("entry 0"), amsp::error);
+  CHECK_NOTHROW(bad("0.01"));
+}
+
 TEST_CASE("profile: malformed profiles are errors naming the entry") {
   const auto bad = [](const char* text) { return BandwidthProfile::from_json(parse_json(text)); };
   CHECK_THROWS_WITH_AS(bad(R"({"format": "other", "entries": []})"), doctest::Contains("planner.profile"), amsp::error);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -96,6 +97,22 @@ enum class GapTiming { slowest_call, paced };
   return static_cast<int>(std::clamp<std::uint64_t>(target / std::max<std::uint64_t>(bytes, 1), 2, most));
 }
 
+/// Of the groups of `set`, the latest time by which a group's first pair of partners half the
+/// group apart (ranks i and i + n/2 in group order) had both ended, `ends` indexed by world rank;
+/// a group of one rank ends with its rank.
+[[nodiscard]] inline double last_groups_first_pair(const GroupSet& set, const std::vector<double>& ends) {
+  double latest = 0;
+  for (const RankGroup& g : set.groups()) {
+    const std::size_t n = g.ranks.size(), half = n / 2;
+    double first = n == 1 ? ends.at(static_cast<std::size_t>(g.ranks[0])) : std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < half; ++i)
+      first = std::min(first, std::max(ends.at(static_cast<std::size_t>(g.ranks[i])),
+                                       ends.at(static_cast<std::size_t>(g.ranks[i + half]))));
+    latest = std::max(latest, first);
+  }
+  return latest;
+}
+
 /// Measures every (op, group set, size) on `world` (collective: every rank calls it with the same
 /// arguments; the times are rank 0's, between two world barriers), every group of a set at once.
 /// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
@@ -103,7 +120,7 @@ enum class GapTiming { slowest_call, paced };
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
 /// training after a compute segment, which back-to-back calls never do), and the mean over the
 /// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), and of the
-/// fastest rank's (ProfileEntry::first_seconds, since 2026-12-04). `forms` says
+/// first pair's (ProfileEntry::first_pair_seconds, since 2026-12-04). `forms` says
 /// which ops are timed as their asynchronous call waited for at once (MPI: MPI_Iallgather, ... in
 /// libnbc) instead of the blocking one (MPI: the tuned component): a different implementation,
 /// which on the emulated cluster moves a different number of bytes or paces them differently
@@ -152,7 +169,7 @@ template <comm::communicator C>
         };
         once();  // warm-up: first touch, connection setup
         const int iterations = iterations_for(bytes, max_iterations);
-        double seconds = 0, first_seconds = 0;  // first: the fastest rank's (timed alone after a gap only)
+        double seconds = 0, first_pair_seconds = 0;  // the first pair: timed alone after a gap only
         if (gap.count() > 0 && timing == GapTiming::paced) {
           world.barrier();
           const auto t0 = Clock::now();
@@ -176,8 +193,11 @@ template <comm::communicator C>
             // (docs/cluster.md, "Blocking and nonblocking calls").
             world.all_gather(&mine, every.data(), 1);
             seconds += *std::max_element(every.begin(), every.end()) / iterations;
-            // ... and one done early goes on (to its compute) while the others still receive.
-            first_seconds += *std::min_element(every.begin(), every.end()) / iterations;
+            // ... and a pair done early goes on while the others still receive: the first pair of
+            // partners half a group apart (recursive doubling's last exchange, recursive
+            // halving's first) to have both ended, in the group where that came last (the
+            // engine's next reductions couple the groups).
+            first_pair_seconds += last_groups_first_pair(set, every) / iterations;
           }
           world.barrier();
         } else {
@@ -187,7 +207,7 @@ template <comm::communicator C>
           world.barrier();
           seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
         }
-        entries.push_back(ProfileEntry{op, shape, bytes, seconds, first_seconds});
+        entries.push_back(ProfileEntry{op, shape, bytes, seconds, first_pair_seconds});
       }
   }
   return entries;

@@ -10,10 +10,12 @@
 //
 // `bytes` is the full buffer S of the collective and t(op, S, group) = S / algbw, as nccl-tests
 // defines algbw. An entry needs `seconds` or `algbw_gbps` (seconds wins when both are given).
-// A profile of calls after an idle gap (amsp-profile --gap-us) also gives `first_seconds`: when
-// its fastest rank was done (`seconds` is its slowest). On a shared link the ranks' transfers end
-// one after another, and a rank done early starts computing while the others still receive
-// (completion_spread: docs/planner-check-accelerator.md, "The gather's stagger").
+// A profile of calls after an idle gap (amsp-profile --gap-us) also gives `first_pair_seconds`: when
+// the first pair of partners half a group apart had both ended (in the group where that came
+// last; `seconds` is the slowest rank's end). On a shared link the ranks' transfers end one
+// after another, and such a pair, the one that recursive doubling closes with and recursive
+// halving opens with, starts its next exchange while the others still receive
+// (pair_head_start: docs/planner-check-accelerator.md, "The gather's stagger").
 //
 // Between measured sizes we interpolate log(time) linearly in log(bytes): collective time is a
 // latency plateau followed by a straight line of slope 1 on a log-log plot, so piecewise log-log
@@ -52,7 +54,9 @@ struct ProfileEntry {
   Factor group;
   std::uint64_t bytes = 0;
   double seconds = 0;        ///< mean over the calls of the slowest rank's time (rank 0's when timed back to back)
-  double first_seconds = 0;  ///< mean over the calls of the fastest rank's time; 0: not measured
+  /// Mean over the calls of when the first pair of ranks half a group apart had both ended, in
+  /// the group where that came last (amsp-profile --gap-us); 0: not measured.
+  double first_pair_seconds = 0;
 
   [[nodiscard]] double algbw_gbps() const { return static_cast<double>(bytes) / seconds / 1e9; }
   [[nodiscard]] double busbw_gbps() const { return algbw_gbps() * comm::bus_bandwidth_factor(op, group.size()); }
@@ -74,7 +78,7 @@ struct ProfileEntry {
     item["group"] = to_string(e.group);
     item["bytes"] = e.bytes;
     item["seconds"] = e.seconds;
-    if (e.first_seconds > 0) item["first_seconds"] = e.first_seconds;
+    if (e.first_pair_seconds > 0) item["first_pair_seconds"] = e.first_pair_seconds;
     item["algbw_gbps"] = e.algbw_gbps();
     item["busbw_gbps"] = e.busbw_gbps();
     list.push_back(std::move(item));
@@ -86,24 +90,24 @@ struct ProfileEntry {
 struct ProfilePoint {
   double bytes = 0;
   double seconds = 0;
-  double first_fraction = -1;  ///< first_seconds / seconds; < 0: not measured
+  double first_pair_fraction = -1;  ///< first_pair_seconds / seconds; < 0: not measured
 };
 
 class BandwidthProfile {
 public:
   BandwidthProfile() = default;
 
-  /// Adds a measurement; bytes and seconds must be positive, and first_seconds (the fastest
-  /// rank's time; 0: not measured) at most seconds (rule planner.profile).
-  void add(comm::op_kind op, Factor group, double bytes, double seconds, double first_seconds = 0) {
+  /// Adds a measurement; bytes and seconds must be positive, and first_pair_seconds (0: not
+  /// measured) at most seconds (rule planner.profile).
+  void add(comm::op_kind op, Factor group, double bytes, double seconds, double first_pair_seconds = 0) {
     check(bytes > 0 && seconds > 0 && std::isfinite(bytes) && std::isfinite(seconds), "planner.profile",
           "profile entry ", comm::name_of(op), " on ", to_string(group), " needs positive bytes and seconds, got ",
           bytes, " bytes in ", seconds, " s");
-    check(first_seconds >= 0 && first_seconds <= seconds, "planner.profile", "profile entry ", comm::name_of(op),
-          " on ", to_string(group), ": first_seconds (the fastest rank's time) must lie in (0, seconds = ", seconds,
-          "], got ", first_seconds);
+    check(first_pair_seconds >= 0 && first_pair_seconds <= seconds, "planner.profile", "profile entry ", comm::name_of(op),
+          " on ", to_string(group), ": first_pair_seconds (when the first pair had ended) must lie in (0, seconds = ", seconds,
+          "], got ", first_pair_seconds);
     auto& points = curves_[key(op, group)];
-    points.push_back({bytes, seconds, first_seconds > 0 ? first_seconds / seconds : -1.0});
+    points.push_back({bytes, seconds, first_pair_seconds > 0 ? first_pair_seconds / seconds : -1.0});
     std::sort(points.begin(), points.end(), [](const ProfilePoint& a, const ProfilePoint& b) { return a.bytes < b.bytes; });
     // Repeated sizes (several runs) are averaged into one point; a fraction only over the runs
     // that measured one.
@@ -114,7 +118,7 @@ public:
       int measured = 0;
       for (; j < points.size() && points[j].bytes == points[i].bytes; ++j) {
         sum += points[j].seconds;
-        if (points[j].first_fraction >= 0) fractions += points[j].first_fraction, ++measured;
+        if (points[j].first_pair_fraction >= 0) fractions += points[j].first_pair_fraction, ++measured;
       }
       merged.push_back({points[i].bytes, sum / static_cast<double>(j - i), measured ? fractions / measured : -1.0});
       i = j;
@@ -142,26 +146,27 @@ public:
     return std::exp(std::log(lo.seconds) + f * std::log(hi.seconds / lo.seconds));
   }
 
-  /// Seconds between the fastest and the slowest rank's end of `op` on a group of shape `group`
-  /// for a buffer of `bytes` (seconds × (1 − first_seconds / seconds), the fraction interpolated
-  /// linearly in log(bytes) and held beyond the measured sizes), or nullopt when the profile has
-  /// no entry for that op and shape or not every entry of it measured its fastest rank.
-  [[nodiscard]] std::optional<double> completion_spread(comm::op_kind op, Factor group, double bytes) const {
+  /// Seconds by which the first pair of partners half a group apart ends `op` on a group of shape
+  /// `group` for a buffer of `bytes` before its slowest rank does (seconds × (1 −
+  /// first_pair_seconds / seconds), the fraction interpolated linearly in log(bytes) and held
+  /// beyond the measured sizes), or nullopt when the profile has no entry for that op and shape
+  /// or not every entry of it measured the first pair.
+  [[nodiscard]] std::optional<double> pair_head_start(comm::op_kind op, Factor group, double bytes) const {
     const auto it = curves_.find(key(op, group));
     if (it == curves_.end()) return std::nullopt;
     const std::vector<ProfilePoint>& points = it->second;
-    if (std::any_of(points.begin(), points.end(), [](const ProfilePoint& p) { return p.first_fraction < 0; }))
+    if (std::any_of(points.begin(), points.end(), [](const ProfilePoint& p) { return p.first_pair_fraction < 0; }))
       return std::nullopt;
     if (bytes <= 0) return 0.0;
-    double fraction = points.front().first_fraction;
-    if (bytes >= points.back().bytes) fraction = points.back().first_fraction;
+    double fraction = points.front().first_pair_fraction;
+    if (bytes >= points.back().bytes) fraction = points.back().first_pair_fraction;
     else if (bytes > points.front().bytes) {
       const auto upper = std::upper_bound(points.begin(), points.end(), bytes,
                                           [](double b, const ProfilePoint& p) { return b < p.bytes; });
       const ProfilePoint& hi = *upper;
       const ProfilePoint& lo = *std::prev(upper);
       const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
-      fraction = lo.first_fraction + f * (hi.first_fraction - lo.first_fraction);
+      fraction = lo.first_pair_fraction + f * (hi.first_pair_fraction - lo.first_pair_fraction);
     }
     return *seconds(op, group, bytes) * (1.0 - fraction);
   }
@@ -184,8 +189,8 @@ public:
         double seconds = 0;
         if (const Json* s = e.find("seconds")) seconds = s->as_number();
         else seconds = bytes / (e.at("algbw_gbps").as_number() * 1e9);
-        const Json* first = e.find("first_seconds");
-        check(!first || first->as_number() > 0, "planner.profile", "first_seconds must be positive when given, got ",
+        const Json* first = e.find("first_pair_seconds");
+        check(!first || first->as_number() > 0, "planner.profile", "first_pair_seconds must be positive when given, got ",
               first ? first->as_number() : 0.0);
         profile.add(op, group, bytes, seconds, first ? first->as_number() : 0.0);
       } catch (const error& err) {

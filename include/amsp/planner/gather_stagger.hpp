@@ -2,22 +2,24 @@
 // The schedule without overlap, between a unit's backward gather and its gradient reduction: the
 // backward compute that hides behind the gather's stagger.
 //
-// On a shared link the ranks' transfers of one call end one after another, not together: the
-// gapped profile's slowest rank (ProfileEntry::seconds) and its fastest (first_seconds) differ by
-// the call's completion spread (BandwidthProfile::completion_spread; 4.1 ms of an 11 ms gather of
-// 200 KB over 2x4 at 200 Mbit/s, 12 of 16 ms over 4x2). The engine's backward gathers unit u,
-// computes its backward and reduce-scatters its gradient over the same P group. Under recursive
-// doubling and halving (the algorithms the emulated cluster pins) the reduction opens with the
-// very exchange the gather closed with, so a pair of ranks done with the gather early computes
-// and starts the reduction while the others still receive: the link does not wait for that pair's
-// compute. Up to the gather's spread, the unit's backward hides behind it:
-//     hidden = M · Σ_u min(backward_u, spread_u)
+// On a shared link the ranks' transfers of one call end one after another, not together. The
+// engine's backward gathers unit u, computes its backward and reduce-scatters its gradient over
+// the same P group; under recursive doubling and halving (the algorithms the emulated cluster
+// pins) the reduction opens with the very exchange the gather closed with, between partners half
+// the group apart. A pair of partners that has both ended the gather early computes and starts
+// the reduction while the others still receive: the link does not wait for that pair's compute.
+// The gapped profile measures by how much the first such pair ends before the slowest rank (its
+// head start, BandwidthProfile::pair_head_start; of several groups, the one whose first pair ends
+// last, since the engine's next reductions couple the groups). Up to that head start the unit's
+// backward hides:
+//     hidden = M · Σ_u min(backward_u, head_start_u)
 // and the schedule without overlap lasts M·c + Σ terms + update − hidden (step_model.hpp).
 // A ring's reduction instead opens with a neighbour that the gather may still be feeding, and a
 // gather that follows compute opens inside the node (its peers there still compute): neither is
-// counted. Traced rank by rank on the emulated cluster (docs/planner-check-accelerator.md, "The
-// gather's stagger"): ZeRO-3 on 2x4 at 200 Mbit/s hides 3 ms behind each large unit's gather,
-// MiCS likewise; the ZeRO-1/2 reductions, which end together, hide nothing.
+// counted. Found in per-rank timelines of the emulated cluster (amsp-train --timeline;
+// docs/planner-check-accelerator.md, "The gather's stagger"): ZeRO-3 on 2x4 at 100 Mbit/s, whose
+// pairs end the gather in the same order on every link, gains nearly the whole spread of its
+// ranks; MiCS, whose two groups' pairs do not, about half of it.
 
 #include <algorithm>
 #include <cstddef>
@@ -32,17 +34,17 @@ namespace amsp::planner {
 struct StaggeredUnits {
   double share = 0;   ///< one unit's share of the parameters (of the backward's compute)
   double units = 0;   ///< how many units have this size
-  double spread = 0;  ///< seconds between the fastest and the slowest rank's end of its gather
+  double head_start = 0;  ///< seconds by which its gather's first pair ends before its slowest rank
 };
 /// Every unit size of the step's backward gathers; empty: nothing hides.
 using BackwardStagger = std::vector<StaggeredUnits>;
 
-/// The seconds between the fastest and the slowest rank's end of `op` after compute
-/// (Cluster::profile_after_compute's completion_spread), 0 where it did not measure one.
-[[nodiscard]] inline double completion_spread_seconds(const Cluster& cluster, comm::op_kind op, double bytes,
+/// The head start of the first pair of `op` after compute (Cluster::profile_after_compute's
+/// pair_head_start), 0 where it did not measure one.
+[[nodiscard]] inline double pair_head_start_seconds(const Cluster& cluster, comm::op_kind op, double bytes,
                                                       Factor group) {
   if (group.size() <= 1 || !cluster.profile_after_compute) return 0.0;
-  return cluster.profile_after_compute->completion_spread(op, group, bytes).value_or(0.0);
+  return cluster.profile_after_compute->pair_head_start(op, group, bytes).value_or(0.0);
 }
 
 /// The stagger of the backward gathers of engine-mode `terms` (comm_model.hpp) with M
@@ -69,16 +71,16 @@ using BackwardStagger = std::vector<StaggeredUnits>;
   BackwardStagger out;
   for (const CollectiveCall& c : gather->calls)
     out.push_back({c.bytes / total_bytes, c.count / gathers_per_unit,
-                   completion_spread_seconds(cluster, c.op, c.bytes, c.group)});
+                   pair_head_start_seconds(cluster, c.op, c.bytes, c.group)});
   return out;
 }
 
-/// Seconds of backward compute hidden per step: M · Σ min(backward × share, spread) over the
+/// Seconds of backward compute hidden per step: M · Σ min(backward × share, head start) over the
 /// units, `backward` the seconds of one micro-batch's backward.
 [[nodiscard]] inline double staggered_backward_seconds(const BackwardStagger& stagger, double backward,
                                                        int micro_batches) {
   double hidden = 0;
-  for (const StaggeredUnits& u : stagger) hidden += u.units * std::min(backward * u.share, u.spread);
+  for (const StaggeredUnits& u : stagger) hidden += u.units * std::min(backward * u.share, u.head_start);
   return micro_batches * hidden;
 }
 
