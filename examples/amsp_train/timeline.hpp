@@ -5,7 +5,7 @@
 // Linux), one clock for every process of a machine: the files of the ranks of one emulated
 // cluster line up, and merge by concatenating their event lists (docs/example.md). Between the
 // events a rank computes on its CPU (the model's forward and backward) or keeps books.
-// How the planner's terms were found in such timelines: docs/planner-check-accelerator.md.
+// A model term found in such timelines: docs/planner-check-stagger.md.
 
 #include <chrono>
 #include <fstream>

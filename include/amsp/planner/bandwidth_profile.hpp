@@ -15,7 +15,7 @@
 // last; `seconds` is the slowest rank's end). On a shared link the ranks' transfers end one
 // after another, and such a pair, the one that recursive doubling closes with and recursive
 // halving opens with, starts its next exchange while the others still receive
-// (pair_head_start: docs/planner-check-accelerator.md, "The gather's stagger").
+// (pair_head_start: docs/planner-check-stagger.md).
 //
 // Between measured sizes we interpolate log(time) linearly in log(bytes): collective time is a
 // latency plateau followed by a straight line of slope 1 on a log-log plot, so piecewise log-log

@@ -17,7 +17,7 @@
 // A ring's reduction instead opens with a neighbour that the gather may still be feeding, and a
 // gather that follows compute opens inside the node (its peers there still compute): neither is
 // counted. Found in per-rank timelines of the emulated cluster (amsp-train --timeline;
-// docs/planner-check-accelerator.md, "The gather's stagger"): ZeRO-3 on 2x4 at 100 Mbit/s, whose
+// docs/planner-check-stagger.md): ZeRO-3 on 2x4 at 100 Mbit/s, whose
 // pairs end the gather in the same order on every link, gains nearly the whole spread of its
 // ranks; MiCS, whose two groups' pairs do not, about half of it.
 
