@@ -198,7 +198,8 @@ private:
   /// Bucket b's forward or backward on the emulated device, on the timeline when it is on.
   void compute(std::size_t b, bool backward, std::size_t sequences) {
     if (!device_.on()) return;
-    timeline_.span(backward ? "backward" : "forward", "device", int(b), [&] { device_.compute(b, backward, sequences); });
+    timeline_.span(backward ? "backward" : "forward", "device", int(b),
+                   [&] { device_.compute(b, backward, sequences); });
   }
 
   void gather(std::size_t b) {

@@ -53,7 +53,8 @@ struct ProfileEntry {
   comm::op_kind op = comm::op_kind::all_gather;
   Factor group;
   std::uint64_t bytes = 0;
-  double seconds = 0;        ///< mean over the calls of the slowest rank's time (rank 0's when timed back to back)
+  /// Mean over the calls of the slowest rank's time (rank 0's loop when timed back to back).
+  double seconds = 0;
   /// Mean over the calls of when the first pair of ranks half a group apart had both ended, in
   /// the group where that came last (amsp-profile --gap-us); 0: not measured.
   double first_pair_seconds = 0;
@@ -103,9 +104,10 @@ public:
     check(bytes > 0 && seconds > 0 && std::isfinite(bytes) && std::isfinite(seconds), "planner.profile",
           "profile entry ", comm::name_of(op), " on ", to_string(group), " needs positive bytes and seconds, got ",
           bytes, " bytes in ", seconds, " s");
-    check(first_pair_seconds >= 0 && first_pair_seconds <= seconds, "planner.profile", "profile entry ", comm::name_of(op),
-          " on ", to_string(group), ": first_pair_seconds (when the first pair had ended) must lie in (0, seconds = ", seconds,
-          "], got ", first_pair_seconds);
+    check(first_pair_seconds >= 0 && first_pair_seconds <= seconds, "planner.profile", "profile entry ",
+          comm::name_of(op), " on ", to_string(group),
+          ": first_pair_seconds (when the first pair had ended) must lie in (0, seconds = ", seconds, "], got ",
+          first_pair_seconds);
     auto& points = curves_[key(op, group)];
     points.push_back({bytes, seconds, first_pair_seconds > 0 ? first_pair_seconds / seconds : -1.0});
     std::sort(points.begin(), points.end(), [](const ProfilePoint& a, const ProfilePoint& b) { return a.bytes < b.bytes; });
@@ -138,12 +140,8 @@ public:
     const std::vector<ProfilePoint>& points = it->second;
     if (bytes <= points.front().bytes) return points.front().seconds;
     if (bytes >= points.back().bytes) return points.back().seconds * bytes / points.back().bytes;
-    const auto upper = std::upper_bound(points.begin(), points.end(), bytes,
-                                        [](double b, const ProfilePoint& p) { return b < p.bytes; });
-    const ProfilePoint& hi = *upper;
-    const ProfilePoint& lo = *std::prev(upper);
-    const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
-    return std::exp(std::log(lo.seconds) + f * std::log(hi.seconds / lo.seconds));
+    const Bracket b = bracket(points, bytes);
+    return std::exp(std::log(b.lo.seconds) + b.f * std::log(b.hi.seconds / b.lo.seconds));
   }
 
   /// Seconds by which the first pair of partners half a group apart ends `op` on a group of shape
@@ -161,12 +159,8 @@ public:
     double fraction = points.front().first_pair_fraction;
     if (bytes >= points.back().bytes) fraction = points.back().first_pair_fraction;
     else if (bytes > points.front().bytes) {
-      const auto upper = std::upper_bound(points.begin(), points.end(), bytes,
-                                          [](double b, const ProfilePoint& p) { return b < p.bytes; });
-      const ProfilePoint& hi = *upper;
-      const ProfilePoint& lo = *std::prev(upper);
-      const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
-      fraction = lo.first_pair_fraction + f * (hi.first_pair_fraction - lo.first_pair_fraction);
+      const Bracket b = bracket(points, bytes);
+      fraction = b.lo.first_pair_fraction + b.f * (b.hi.first_pair_fraction - b.lo.first_pair_fraction);
     }
     return *seconds(op, group, bytes) * (1.0 - fraction);
   }
@@ -190,8 +184,8 @@ public:
         if (const Json* s = e.find("seconds")) seconds = s->as_number();
         else seconds = bytes / (e.at("algbw_gbps").as_number() * 1e9);
         const Json* first = e.find("first_pair_seconds");
-        check(!first || first->as_number() > 0, "planner.profile", "first_pair_seconds must be positive when given, got ",
-              first ? first->as_number() : 0.0);
+        check(!first || first->as_number() > 0, "planner.profile",
+              "first_pair_seconds must be positive when given, got ", first ? first->as_number() : 0.0);
         profile.add(op, group, bytes, seconds, first ? first->as_number() : 0.0);
       } catch (const error& err) {
         fail("planner.profile", "bandwidth profile entry ", index, ": ", err.what());
@@ -210,6 +204,20 @@ public:
   }
 
 private:
+  /// The measured points either side of `bytes` (strictly inside the measured sizes) and how far
+  /// between them it lies in log(bytes), 0 at `lo` and 1 at `hi`.
+  struct Bracket {
+    const ProfilePoint& lo;
+    const ProfilePoint& hi;
+    double f;
+  };
+  static Bracket bracket(const std::vector<ProfilePoint>& points, double bytes) {
+    const auto upper = std::upper_bound(points.begin(), points.end(), bytes,
+                                        [](double b, const ProfilePoint& p) { return b < p.bytes; });
+    const ProfilePoint& lo = *std::prev(upper);
+    return {lo, *upper, std::log(bytes / lo.bytes) / std::log(upper->bytes / lo.bytes)};
+  }
+
   static std::pair<int, std::pair<int, int>> key(comm::op_kind op, Factor group) {
     return {static_cast<int>(op), {group.intra, group.inter}};
   }

@@ -17,9 +17,9 @@
 // A ring's reduction instead opens with a neighbour that the gather may still be feeding, and a
 // gather that follows compute opens inside the node (its peers there still compute): neither is
 // counted. Found in per-rank timelines of the emulated cluster (amsp-train --timeline;
-// docs/planner-check-stagger.md): ZeRO-3 on 2x4 at 100 Mbit/s, whose
-// pairs end the gather in the same order on every link, gains nearly the whole spread of its
-// ranks; MiCS, whose two groups' pairs do not, about half of it.
+// docs/planner-check-stagger.md): ZeRO-3 on 2x4 at 100 Mbit/s, whose pairs end the gather in the
+// same order on every link, gains nearly the whole spread of its ranks; MiCS, whose two groups'
+// pairs do not, about half of it.
 
 #include <algorithm>
 #include <cstddef>
@@ -32,8 +32,8 @@ namespace amsp::planner {
 
 /// The units of one size whose backward can hide behind their gather's stagger.
 struct StaggeredUnits {
-  double share = 0;   ///< one unit's share of the parameters (of the backward's compute)
-  double units = 0;   ///< how many units have this size
+  double share = 0;       ///< one unit's share of the parameters (of the backward's compute)
+  double units = 0;       ///< how many units have this size
   double head_start = 0;  ///< seconds by which its gather's first pair ends before its slowest rank
 };
 /// Every unit size of the step's backward gathers; empty: nothing hides.
@@ -42,7 +42,7 @@ using BackwardStagger = std::vector<StaggeredUnits>;
 /// The head start of the first pair of `op` after compute (Cluster::profile_after_compute's
 /// pair_head_start), 0 where it did not measure one.
 [[nodiscard]] inline double pair_head_start_seconds(const Cluster& cluster, comm::op_kind op, double bytes,
-                                                      Factor group) {
+                                                     Factor group) {
   if (group.size() <= 1 || !cluster.profile_after_compute) return 0.0;
   return cluster.profile_after_compute->pair_head_start(op, group, bytes).value_or(0.0);
 }
