@@ -21,6 +21,7 @@
 #include "amsp/sharding.hpp"
 #include "amsp_train/cli.hpp"
 #include "amsp_train/sharded_trainer.hpp"
+#include "amsp_train/traced_communicator.hpp"
 #if defined(AMSP_HAS_MPI)
 #include "amsp/comm/mpi.hpp"
 #endif
@@ -29,6 +30,15 @@ namespace {
 
 using namespace amsp_train;
 
+template <class C>
+using Traced = amsp_train::TracedCommunicator<C>;
+
+/// The record of a rank's collectives for --timeline; none without it. Made on the rank's own
+/// thread, which the trace then names its host thread.
+std::shared_ptr<CallTrace> call_trace(const CliConfig& cfg) {
+  return cfg.train.timeline.empty() ? nullptr : std::make_shared<CallTrace>();
+}
+
 template <class ParamT>
 TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan& plan, const TextCorpus& data,
                  TrainLog& log, int& rank) {
@@ -36,7 +46,8 @@ TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan&
   TrainOutcome outcome;
   if (cfg.backend == Backend::threads) {
     amsp::comm::run_on_threads(mesh.world_size(), [&](amsp::comm::ThreadsCommunicator& threads) {
-      amsp::comm::CountingCommunicator<amsp::comm::ThreadsCommunicator> comm(std::move(threads), counter);
+      amsp::comm::CountingCommunicator<Traced<amsp::comm::ThreadsCommunicator>> comm(
+          Traced<amsp::comm::ThreadsCommunicator>(std::move(threads), call_trace(cfg)), counter);
       const bool first = comm.rank() == 0;
       TrainOutcome o = train_rank<ParamT>(comm, comm.inner(), mesh, plan, cfg.train, data, counter, first ? &log : nullptr);
       if (first) outcome = std::move(o);
@@ -44,8 +55,11 @@ TrainOutcome run(const CliConfig& cfg, const amsp::Mesh& mesh, const amsp::Plan&
     return outcome;
   }
 #if defined(AMSP_HAS_MPI)
-  amsp::comm::CountingCommunicator<amsp::comm::MpiCommunicator> comm(
-      amsp::comm::MpiCommunicator::world(amsp::comm::MpiOptions{.check_calls = cfg.mpi_check_calls}), counter);
+  amsp::comm::CountingCommunicator<Traced<amsp::comm::MpiCommunicator>> comm(
+      Traced<amsp::comm::MpiCommunicator>(
+          amsp::comm::MpiCommunicator::world(amsp::comm::MpiOptions{.check_calls = cfg.mpi_check_calls}),
+          call_trace(cfg)),
+      counter);
   rank = comm.rank();
   return train_rank<ParamT>(comm, comm.inner(), mesh, plan, cfg.train, data, counter, rank == 0 ? &log : nullptr);
 #else

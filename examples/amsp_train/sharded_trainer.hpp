@@ -55,6 +55,14 @@ namespace amsp_train {
   return out;
 }
 
+/// The collectives `comm` recorded (a CountingCommunicator over a TracedCommunicator, main.cpp),
+/// null when it records none.
+template <class Comm>
+[[nodiscard]] const CallTrace* call_trace_of(Comm& comm) {
+  if constexpr (requires { comm.inner().call_trace(); }) return comm.inner().call_trace().get();
+  else return nullptr;
+}
+
 template <class Comm, class ParamT, class Space = amsp::HostAsync>
 class ShardedRun {
 public:
@@ -342,7 +350,7 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     out.rank_comm_seconds.insert(out.rank_comm_seconds.end(), first + std::ptrdiff_t(out.steps.size()),
                                  first + std::ptrdiff_t(mine.size()));
   }
-  run.timeline().write();
+  run.timeline().write(call_trace_of(comm));
   out.bytes_intra /= double(out.steps.size());
   out.bytes_inter /= double(out.steps.size());
   out.final_loss = out.steps.back().loss;

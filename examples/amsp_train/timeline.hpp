@@ -4,9 +4,13 @@
 // chrome://tracing and Perfetto open). Timestamps are the steady clock's (CLOCK_MONOTONIC on
 // Linux), one clock for every process of a machine: the files of the ranks of one emulated
 // cluster line up, and merge by concatenating their event lists (docs/example.md). Between the
-// events a rank computes on its CPU (the model's forward and backward) or keeps books.
+// events a rank computes on its CPU (the model's forward and backward) or keeps books. With a
+// CallTrace (traced_communicator.hpp) the file also holds the rank's collectives: each blocking
+// call ("collective") on the thread that made it, each nonblocking one as the instant it was
+// issued ("issued"); thread 0 is the host thread, whose waits and device time the rest shows.
 // A model term found in such timelines: docs/planner-check-stagger.md.
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -15,6 +19,7 @@
 
 #include "amsp/core/error.hpp"
 #include "amsp/core/json.hpp"
+#include "amsp_train/traced_communicator.hpp"
 
 namespace amsp_train {
 
@@ -53,10 +58,12 @@ public:
     return f();
   }
 
-  /// Writes every event recorded (rule cli.timeline when the file cannot be written).
-  void write() {
+  /// Writes every event recorded, and the calls of `calls` when given (rule cli.timeline when the
+  /// file cannot be written).
+  void write(const CallTrace* calls = nullptr) {
     if (!on()) return;
     amsp::Json events = amsp::Json::array();
+    if (calls) add_calls(*calls, events);
     for (const Event& e : events_) {
       amsp::Json item = amsp::Json::object();
       item["name"] = e.name;
@@ -82,6 +89,39 @@ public:
   }
 
 private:
+  /// The trace's calls as events of `events`, and a name for each thread that made one.
+  void add_calls(const CallTrace& calls, amsp::Json& events) const {
+    int threads = 1;
+    for (const CallTrace::Call& c : calls.calls()) {
+      amsp::Json item = amsp::Json::object();
+      item["name"] = std::string(amsp::comm::name_of(c.op));
+      item["cat"] = c.blocking ? "collective" : "issued";
+      item["ph"] = c.blocking ? "X" : "i";
+      item["ts"] = micros(c.start);
+      if (c.blocking) item["dur"] = micros(c.end) - micros(c.start);
+      else item["s"] = "t";  // an instant on its thread
+      item["pid"] = rank_;
+      item["tid"] = c.thread;
+      amsp::Json args = amsp::Json::object();
+      args["bytes"] = static_cast<double>(c.bytes);
+      args["group"] = c.group_size;
+      item["args"] = std::move(args);
+      events.push_back(std::move(item));
+      threads = std::max(threads, c.thread + 1);
+    }
+    for (int t = 0; t < threads; ++t) {  // Trace Event Format metadata: the thread's name
+      amsp::Json item = amsp::Json::object();
+      item["name"] = "thread_name";
+      item["ph"] = "M";
+      item["pid"] = rank_;
+      item["tid"] = t;
+      amsp::Json args = amsp::Json::object();
+      args["name"] = t == 0 ? std::string("host") : "worker " + std::to_string(t);
+      item["args"] = std::move(args);
+      events.push_back(std::move(item));
+    }
+  }
+
   struct Event {
     const char* name;
     const char* category;

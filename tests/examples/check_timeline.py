@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """amsp-train --timeline as a user runs it: trains zero3 on a 2x1 mesh of threads with the emulated
 device, then reads every rank's Chrome trace with Python's own JSON reader and checks what a
-timeline must show: one file per rank, well-formed complete events, every bucket's forward and
-backward on the device each step, each backward after that bucket's gather and before its
-reduction, and the waits inside the run's wall time. Then a path that cannot be written: exit 2,
-the rule named. Usage: check_timeline.py AMSP_TRAIN WORKDIR"""
+timeline must show: one file per rank, well-formed events, every bucket's forward and backward on
+the device each step, each backward after that bucket's gather and before its reduction, and the
+waits inside the run's wall time. Its collectives: each step's ReduceScatters cover every
+parameter once, one gather issued per gather waited for, and each reduction on the thread that
+runs it: without overlap inside the host's wait for it, with overlap (the engine's worker) on
+another thread. Then a path that cannot be written: exit 2, the rule named.
+Usage: check_timeline.py AMSP_TRAIN WORKDIR"""
 import json
 import os
 import subprocess
@@ -12,20 +15,57 @@ import sys
 
 train, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
-prefix = os.path.join(work, "timeline")
 steps, buckets = 3, 4  # the default model: embed, two blocks, head
-out = subprocess.run([train, "--backend", "threads", "--mesh", "2x1", "--plan", "zero3", "--steps", str(steps),
-                      "--eval-every", "0", "--sample-bytes", "0", "--quiet", "--device-ms-per-sequence", "4",
-                      "--no-overlap", "--engine-space", "serial", "--global-batch", "4", "--timeline", prefix],
-                     capture_output=True, text=True, timeout=300)
-assert out.returncode == 0, out.stderr
-final = json.loads(out.stdout.strip().splitlines()[-1])
 
+
+def train_with_timeline(prefix, overlap):
+    out = subprocess.run([train, "--backend", "threads", "--mesh", "2x1", "--plan", "zero3", "--steps", str(steps),
+                          "--eval-every", "0", "--sample-bytes", "0", "--quiet", "--device-ms-per-sequence", "4",
+                          *([] if overlap else ["--no-overlap", "--engine-space", "serial"]),
+                          "--global-batch", "4", "--timeline", prefix],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def check_collectives(rank, events, final, overlap):
+    """The rank's collectives (traced_communicator.hpp) against the run's own facts."""
+    calls = [e for e in events if e.get("cat") in ("collective", "issued")]
+    for e in calls:
+        assert e["args"]["bytes"] > 0 and e["args"]["group"] == 2, e
+    named = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {e["tid"] for e in calls} <= named, (rank, named)
+    reductions = [e for e in calls if e["name"] == "reduce_scatter"]
+    assert all(e["cat"] == "collective" for e in reductions), rank  # the engine's reductions block
+    # zero3 over 2 ranks: each step reduces every fp32 gradient once, one call per bucket.
+    assert len(reductions) == steps * buckets, (rank, len(reductions))
+    assert sum(e["args"]["bytes"] for e in reductions) == steps * 4 * final["parameters"], rank
+    # Every gather the host waited for was issued once (a prefetch or the gather itself).
+    waited = sum(1 for e in events if e.get("cat") == "wait" and e["name"] == "gather")
+    issued = sum(1 for e in calls if e["cat"] == "issued" and e["name"] == "all_gather")
+    assert waited == issued > 0, (rank, waited, issued)
+    hand_ins = [e for e in events if e.get("cat") == "wait" and e["name"] == "reduce_gradients"]
+    for r in reductions:
+        if overlap:  # on the engine's communication thread, not the host's
+            assert r["tid"] != 0, (rank, r)
+        else:  # the serial space reduces inside the host's reduce_gradients call
+            assert r["tid"] == 0 and any(w["ts"] <= r["ts"] and r["ts"] + r["dur"] <= w["ts"] + w["dur"]
+                                         for w in hand_ins), (rank, r)
+
+
+prefix = os.path.join(work, "timeline")
+final = train_with_timeline(prefix, overlap=False)
 for rank in range(2):
     events = json.load(open(f"{prefix}.rank{rank}.json"))["traceEvents"]
     assert events, f"rank {rank}: no events"
     for e in events:
-        assert e["ph"] == "X" and e["pid"] == rank and e["dur"] >= 0 and e["cat"] in ("wait", "device"), e
+        assert e["pid"] == rank, e
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["cat"] in ("wait", "device", "collective"), e
+        else:
+            assert (e["ph"], e.get("cat")) in (("i", "issued"), ("M", None)), e
+    check_collectives(rank, events, final, overlap=False)
+    events = [e for e in events if e.get("cat") in ("wait", "device")]
     device = [e for e in events if e["cat"] == "device"]
     for name in ("forward", "backward"):
         per_bucket = [sum(1 for e in device if e["name"] == name and e["args"]["bucket"] == b) for b in range(buckets)]
@@ -46,6 +86,28 @@ for rank in range(2):
     span = (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e3
     waits = sum(e["dur"] for e in events if e["cat"] == "wait") / 1e3
     assert waits + device_ms <= span * 1.001, (rank, waits, device_ms, span)
+
+overlapped = os.path.join(work, "overlapped")
+final = train_with_timeline(overlapped, overlap=True)
+for rank in range(2):
+    check_collectives(rank, json.load(open(f"{overlapped}.rank{rank}.json"))["traceEvents"], final, overlap=True)
+
+# scripts/cluster/trace_calls.py reads the same traces: each rank's calls of a step, and a summary
+# whose reduce_scatter rows count every reduction of the run (2 ranks x steps x buckets).
+script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster", "trace_calls.py")
+calls = subprocess.run([sys.executable, script, overlapped, "--steps", "1"], capture_output=True, text=True, timeout=60)
+assert calls.returncode == 0, calls.stderr
+lines = calls.stdout.splitlines()
+assert lines[0].startswith("step 1:") and all(any(l.startswith(f"  rank {r}: ") and "reduce_scatter" in l
+                                                   for l in lines) for r in range(2)), calls.stdout
+counted = 0
+for l in lines:
+    if l.startswith("reduce_scatter "):
+        after_gap, queued = l.split(": ", 1)[1].split(" | ")
+        counted += int(after_gap.split()[0]) + int(queued.split()[0])
+assert counted == 2 * steps * buckets, calls.stdout
+wrong = subprocess.run([sys.executable, script, overlapped, "--steps", "99"], capture_output=True, text=True, timeout=60)
+assert wrong.returncode == 2 and "rule cli.value" in wrong.stderr, (wrong.returncode, wrong.stderr)
 
 bad = subprocess.run([train, "--steps", "1", "--timeline", os.path.join(work, "missing", "dir", "t")],
                      capture_output=True, text=True, timeout=300)

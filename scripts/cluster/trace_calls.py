@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Each rank's blocking collectives, step by step, from amsp-train --timeline PREFIX traces
+(PREFIX.rank<R>.json): per step (from one forward of bucket 0 on rank 0 to the next), one line per
+rank of `op size_kB[start,end]` in ms from the step's start, then a summary of every blocking
+call queued right behind another on the same thread (a chain) against the first of its chain
+that started after a gap, by op and size: how often the queued one took more than --stall times
+the median of its kind. docs/planner-check-chains.md reads such traces.
+Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3]"""
+import argparse
+import glob
+import json
+import statistics
+import sys
+
+
+def load(prefix):
+    ranks = sorted(glob.glob(f"{prefix}.rank*.json"), key=lambda p: int(p.rsplit("rank", 1)[1].split(".")[0]))
+    if not ranks:
+        print(f"trace_calls.py: no {prefix}.rank<R>.json [rule cli.value]", file=sys.stderr)
+        sys.exit(2)
+    return [json.load(open(p))["traceEvents"] for p in ranks]
+
+
+def step_starts(events):
+    return sorted(e["ts"] for e in events if e.get("cat") == "device" and e["name"] == "forward"
+                  and e["args"]["bucket"] == 0)
+
+
+def chained_calls(events, gap_us=200):
+    """(call, queued) for each blocking collective, queued when it started within gap_us of the
+    end of the previous blocking call on its thread."""
+    by_thread = {}
+    for e in sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"]):
+        by_thread.setdefault(e["tid"], []).append(e)
+    out = []
+    for calls in by_thread.values():
+        for i, e in enumerate(calls):
+            queued = i > 0 and e["ts"] - (calls[i - 1]["ts"] + calls[i - 1]["dur"]) < gap_us
+            out.append((e, queued))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("prefix")
+    p.add_argument("--steps", default="", help="steps to print call by call (comma-separated), none by default")
+    p.add_argument("--stall", type=float, default=1.3, help="a queued call slower than this times its kind's "
+                   "median after a gap counts as stalled (default 1.3)")
+    a = p.parse_args()
+    ranks = load(a.prefix)
+    starts = step_starts(ranks[0])
+    for k in (int(s) for s in a.steps.split(",") if s):
+        if not 0 <= k < len(starts) - 1:
+            print(f"trace_calls.py: --steps {k}: the trace has steps 0..{len(starts) - 2} [rule cli.value]",
+                  file=sys.stderr)
+            sys.exit(2)
+        t0, t1 = starts[k], starts[k + 1]
+        print(f"step {k}: {(t1 - t0) / 1e3:.1f} ms")
+        for r, events in enumerate(ranks):
+            row = [f"{e['name']} {e['args']['bytes'] / 1e3:.0f}kB[{(e['ts'] - t0) / 1e3:.1f},"
+                   f"{(e['ts'] + e['dur'] - t0) / 1e3:.1f}]"
+                   for e in sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"])
+                   if t0 <= e["ts"] < t1]
+            print(f"  rank {r}: " + " ".join(row))
+    kinds = {}
+    for events in ranks:
+        for e, queued in chained_calls(events):
+            kinds.setdefault((e["name"], e["args"]["bytes"]), {False: [], True: []})[queued].append(e["dur"] / 1e3)
+    print("op bytes: calls after a gap (median ms) | queued calls (median ms, share over "
+          f"{a.stall}x the median after a gap)")
+    for (op, size), d in sorted(kinds.items()):
+        alone, queued = d[False], d[True]
+        base = statistics.median(alone) if alone else float("nan")
+        stalled = sum(1 for t in queued if alone and t > a.stall * base)
+        print(f"{op} {size:.0f}: {len(alone)} ({base:.2f}) | {len(queued)} "
+              f"({statistics.median(queued) if queued else float('nan'):.2f}, {stalled}/{len(queued)})")
+
+
+if __name__ == "__main__":
+    main()
