@@ -48,14 +48,14 @@ struct GappedGather {
   std::chrono::steady_clock::duration elapsed;
 };
 constexpr auto profile_gap = std::chrono::milliseconds{50};
-GappedGather gapped_gather(amsp_profile::GapTiming timing) {
+GappedGather gapped_gather(amsp_profile::GapTiming timing, int chain_calls = 2) {
   const Mesh mesh(2, 1);
   std::vector<planner::ProfileEntry> entries;
   const auto t0 = std::chrono::steady_clock::now();
   comm::run_on_threads(2, [&](comm::ThreadsCommunicator& world) {
     auto mine = amsp_profile::measure(world, mesh, {comm::op_kind::all_gather},
                                       amsp_profile::block_group_sets(mesh, {Factor{2, 1}}), {4096}, 2, profile_gap,
-                                      amsp_profile::CallForms::engine, timing);
+                                      amsp_profile::CallForms::engine, timing, chain_calls);
     if (world.rank() == 0) entries = std::move(mine);
   });
   REQUIRE(entries.size() == 1);
@@ -93,6 +93,31 @@ TEST_CASE("profile: paced, every rank loops gap then call and the gaps are not c
   CHECK(g.entry.seconds < 0.05);  // the loop's time per call less the 50 ms gap
   CHECK(g.elapsed >= 2 * profile_gap);
   CHECK(g.entry.first_pair_seconds == 0);  // a loop has no per-call end of each rank
+}
+
+TEST_CASE("profile: chained, the second of two calls after the gap, slowest rank against slowest rank") {
+  // Ranks' (first end, second end): the first call's slowest rank ends at 5, the second's at 12.
+  CHECK(amsp_profile::chained_second_seconds({1, 12, 5, 9, 3, 11}) == 7.0);
+  CHECK(amsp_profile::chained_second_seconds({2, 3}) == 1.0);
+  CHECK_THROWS_WITH_AS((void)amsp_profile::chained_second_seconds({1, 2, 3}), doctest::Contains("two ends"),
+                       amsp::error);
+  // The median: one stalled chain in three does not move it; the mean of the middle two of four.
+  std::vector<double> odd{16, 29, 16.2};
+  CHECK(amsp_profile::median(odd) == 16.2);
+  std::vector<double> even{4, 1, 3, 2};
+  CHECK(amsp_profile::median(even) == 2.5);
+  std::vector<double> none;
+  CHECK_THROWS_AS((void)amsp_profile::median(none), amsp::error);
+
+  for (const int calls : {2, 4}) {
+    const GappedGather g = gapped_gather(amsp_profile::GapTiming::chained, calls);
+    CHECK(g.entry.seconds >= 0);
+    CHECK(g.entry.seconds < 0.05);  // one 4 KiB gather of two threads, the gap and the chain's first calls not counted
+    CHECK(g.elapsed >= 2 * profile_gap);
+    CHECK(g.entry.first_pair_seconds == 0);
+  }
+  CHECK_THROWS_WITH_AS((void)gapped_gather(amsp_profile::GapTiming::chained, 1), doctest::Contains("at least 2 calls"),
+                       amsp::error);
 }
 
 TEST_CASE("profile: measured entries and their JSON document") {

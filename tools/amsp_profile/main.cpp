@@ -44,6 +44,7 @@ struct Options {
   std::chrono::microseconds gap{0};  // idle time before every timed call; 0: back to back
   amsp_profile::CallForms calls = amsp_profile::CallForms::engine;  // blocking or asynchronous calls
   amsp_profile::GapTiming gap_timing = amsp_profile::GapTiming::slowest_call;
+  int chain_calls = 2;  // --gap-timing chained: the call of the chain that is timed
 };
 
 // Returns nullopt after printing --help.
@@ -82,9 +83,15 @@ std::optional<Options> parse(int argc, char** argv) {
   o.gap_timing = args.choice("--gap-timing",
                              "with --gap-us: each call alone after a barrier and the gap, its slowest rank's time "
                              "(slowest), or every rank looping gap then call with no barrier between, the loop's "
-                             "time per call less the gap (paced: a training loop of equal compute segments)",
+                             "time per call less the gap (paced: a training loop of equal compute segments), or "
+                             "after the gap a chain of --chain-calls calls back to back, the last one's slowest "
+                             "rank's time, median over the repeats (chained: a call queued behind others)",
                              amsp_profile::GapTiming::slowest_call,
-                             {{"slowest", amsp_profile::GapTiming::slowest_call}, {"paced", amsp_profile::GapTiming::paced}});
+                             {{"slowest", amsp_profile::GapTiming::slowest_call},
+                              {"paced", amsp_profile::GapTiming::paced},
+                              {"chained", amsp_profile::GapTiming::chained}});
+  o.chain_calls = args.integer<int>("--chain-calls", "N", "with --gap-timing chained: the calls of each chain, the "
+                                    "last one timed", 2, cli::at_least(2));
   using amsp_profile::CallForms;
   o.calls = args.choice("--calls",
                         "which call of each collective to time: as the engine issues it (engine: gathers and broadcasts "
@@ -150,7 +157,7 @@ int run(int argc, char** argv) {
     comm::MpiSession session(argc, argv);
     comm::MpiCommunicator world = comm::MpiCommunicator::world(comm::MpiOptions{.check_calls = o.mpi_check_calls});
     const Mesh mesh = o.mesh.value_or(Mesh(world.size(), 1));
-    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing);
+    const auto entries = amsp_profile::measure(world, mesh, o.ops, group_sets(o, mesh), o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing, o.chain_calls);
     if (world.rank() == 0) write(o, mesh, entries);
     return 0;
 #endif
@@ -159,7 +166,7 @@ int run(int argc, char** argv) {
   const auto sets = group_sets(o, mesh);
   std::vector<planner::ProfileEntry> entries;
   comm::run_on_threads(mesh.world_size(), [&](comm::ThreadsCommunicator& world) {
-    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing);
+    auto mine = amsp_profile::measure(world, mesh, o.ops, sets, o.sizes, o.max_iterations, o.gap, o.calls, o.gap_timing, o.chain_calls);
     if (world.rank() == 0) entries = std::move(mine);
   });
   write(o, mesh, entries);

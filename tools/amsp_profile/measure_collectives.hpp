@@ -73,8 +73,16 @@ enum class CallForms { engine, blocking, nonblocking };
 /// How a call after a gap is timed: alone (a world barrier, the gap, the call; the slowest rank's
 /// time), or paced (every rank loops gap, call, with no barrier between: the loop's time per
 /// call less the gap, what a training loop of equal compute segments pays per call, where a rank
-/// that returns early also starts its next call early).
-enum class GapTiming { slowest_call, paced };
+/// that returns early also starts its next call early), or chained (a world barrier, the gap, a
+/// chain of calls back to back: how much later the chain's last call ended on its slowest rank
+/// than the call before it did on its own, the median over the repeats). Chained times the k-th
+/// call of a chain, as the engine's reductions queue on its communication thread: a back-to-back
+/// loop of hundreds of calls settles into a pace that the first calls of a chain do not have (on
+/// the emulated cluster the blocking ReduceScatter of 200 KB runs at the wire as the second or
+/// third call of a chain and 1.5x the wire from the fourth at 200 Mbit/s, from the third at 100;
+/// docs/planner-check-chains.md). The median, not the mean: a chained call either stalls for a
+/// whole call's worth of the link or does not, and the cluster check compares median steps.
+enum class GapTiming { slowest_call, paced, chained };
 
 /// True when `op` is timed through its asynchronous call. The engine issues the gathers and
 /// broadcasts asynchronously (the prefetch and the parameter spread: engine_buffers.hpp,
@@ -113,6 +121,25 @@ enum class GapTiming { slowest_call, paced };
   return latest;
 }
 
+/// How much later the second of two chained calls ended on its slowest rank than the first did on
+/// its own: `ends` holds each rank's (end of the first call, end of the second), rank after rank,
+/// both from the rank's own start.
+[[nodiscard]] inline double chained_second_seconds(const std::vector<double>& ends) {
+  check(!ends.empty() && ends.size() % 2 == 0, "profile.chain", "need each rank's two ends, got ", ends.size(), " values");
+  double first = 0, second = 0;
+  for (std::size_t r = 0; r < ends.size(); r += 2) first = std::max(first, ends[r]), second = std::max(second, ends[r + 1]);
+  return second - first;
+}
+
+/// The median of `values` (the mean of the middle two of an even count); `values` is reordered.
+[[nodiscard]] inline double median(std::vector<double>& values) {
+  check(!values.empty(), "profile.chain", "the median of no values");
+  const auto mid = values.begin() + std::ptrdiff_t(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  if (values.size() % 2 == 1) return *mid;
+  return (*mid + *std::max_element(values.begin(), mid)) / 2;
+}
+
 /// Measures every (op, group set, size) on `world` (collective: every rank calls it with the same
 /// arguments; the times are rank 0's, between two world barriers), every group of a set at once.
 /// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
@@ -131,8 +158,9 @@ template <comm::communicator C>
                                                 const std::vector<std::uint64_t>& sizes, int max_iterations = 200,
                                                 std::chrono::microseconds gap = std::chrono::microseconds{0},
                                                 CallForms forms = CallForms::engine,
-                                                GapTiming timing = GapTiming::slowest_call) {
+                                                GapTiming timing = GapTiming::slowest_call, int chain_calls = 2) {
   mesh.check_world_size(world.size());
+  check(chain_calls >= 2, "profile.chain", "a chain needs at least 2 calls, got ", chain_calls);
   using Clock = std::chrono::steady_clock;
   std::vector<ProfileEntry> entries;
   for (const auto& [shape, set] : sets) {
@@ -180,6 +208,21 @@ template <comm::communicator C>
           world.barrier();
           const double per_call = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
           seconds = std::max(per_call - std::chrono::duration<double>(gap).count(), 0.0);
+        } else if (gap.count() > 0 && timing == GapTiming::chained) {
+          std::vector<double> both(2), every(2 * static_cast<std::size_t>(world.size())), seconds_each;
+          for (int i = 0; i < iterations; ++i) {
+            world.barrier();
+            std::this_thread::sleep_for(gap);
+            const auto t0 = Clock::now();
+            for (int k = 1; k < chain_calls; ++k) once();
+            both[0] = std::chrono::duration<double>(Clock::now() - t0).count();
+            once();
+            both[1] = std::chrono::duration<double>(Clock::now() - t0).count();
+            world.all_gather(both.data(), every.data(), 2);
+            seconds_each.push_back(chained_second_seconds(every));
+          }
+          world.barrier();
+          seconds = std::max(median(seconds_each), 0.0);
         } else if (gap.count() > 0) {
           std::vector<double> every(static_cast<std::size_t>(world.size()));  // each rank's time of a call
           for (int i = 0; i < iterations; ++i) {
