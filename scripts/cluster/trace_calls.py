@@ -4,7 +4,10 @@
 rank of `op size_kB[start,end]` in ms from the step's start, then a summary of every blocking
 call queued right behind another on the same thread (a chain) against the first of its chain
 that started after a gap, by op and size: how often the queued one took more than --stall times
-the median of its kind. docs/planner-check-chains.md reads such traces.
+the median of its kind. Last, how far apart the ranks arrive at each call: the k-th blocking
+call of every rank taken as one call (every rank makes the same sequence, each on its own group),
+by op, size and group size, the median spread of the ranks' starts and the median time from the
+last start to the last end. docs/planner-check-chains.md reads such traces.
 Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3]"""
 import argparse
 import glob
@@ -74,6 +77,34 @@ def main():
         stalled = sum(1 for t in queued if alone and t > a.stall * base)
         print(f"{op} {size:.0f}: {len(alone)} ({base:.2f}) | {len(queued)} "
               f"({statistics.median(queued) if queued else float('nan'):.2f}, {stalled}/{len(queued)})")
+    print_arrivals(ranks)
+
+
+def arrivals(ranks):
+    """{(op, bytes, group size): [(spread of the starts, last start to last end), ...]} in us, the
+    k-th blocking call of every rank taken as one call; None when the ranks' sequences differ."""
+    calls = [sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"]) for events in ranks]
+    if len({len(c) for c in calls}) != 1:
+        return None
+    out = {}
+    for same in zip(*calls):
+        key = (same[0]["name"], same[0]["args"]["bytes"], same[0]["args"]["group"])
+        if any((e["name"], e["args"]["bytes"], e["args"]["group"]) != key for e in same):
+            return None
+        starts, ends = [e["ts"] for e in same], [e["ts"] + e["dur"] for e in same]
+        out.setdefault(key, []).append((max(starts) - min(starts), max(ends) - max(starts)))
+    return out
+
+
+def print_arrivals(ranks):
+    a = arrivals(ranks)
+    if a is None:
+        print("arrivals: the ranks' sequences of blocking calls differ; not aligned")
+        return
+    print("op bytes group: calls | spread of the ranks' starts | last start to last end (median ms)")
+    for (op, size, group), v in sorted(a.items()):
+        print(f"{op} {size:.0f} {group}: {len(v)} | {statistics.median(x[0] for x in v) / 1e3:.2f} | "
+              f"{statistics.median(x[1] for x in v) / 1e3:.2f}")
 
 
 if __name__ == "__main__":
