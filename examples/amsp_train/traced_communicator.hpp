@@ -30,7 +30,8 @@ public:
     amsp::comm::op_kind op;
     std::uint64_t bytes;  ///< this rank's buffer: what it sends (gathers, broadcasts) or reduces
     int group_size;
-    int thread;  ///< 0: the thread that made the trace (the rank's host thread); 1, 2, ...: others, in order of first call
+    /// 0: the thread that made the trace (the rank's host thread); 1, 2, ...: others, in order of first call
+    int thread;
     bool blocking;
     Clock::time_point start, end;  ///< end == start for a nonblocking call (its issue)
   };

@@ -29,11 +29,16 @@ def step_starts(events):
                   and e["args"]["bucket"] == 0)
 
 
+def blocking_calls(events):
+    """A rank's blocking collectives in time order (every thread's)."""
+    return sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"])
+
+
 def chained_calls(events, gap_us=200):
     """(call, queued) for each blocking collective, queued when it started within gap_us of the
     end of the previous blocking call on its thread."""
     by_thread = {}
-    for e in sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"]):
+    for e in blocking_calls(events):
         by_thread.setdefault(e["tid"], []).append(e)
     out = []
     for calls in by_thread.values():
@@ -62,8 +67,7 @@ def main():
         for r, events in enumerate(ranks):
             row = [f"{e['name']} {e['args']['bytes'] / 1e3:.0f}kB[{(e['ts'] - t0) / 1e3:.1f},"
                    f"{(e['ts'] + e['dur'] - t0) / 1e3:.1f}]"
-                   for e in sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"])
-                   if t0 <= e["ts"] < t1]
+                   for e in blocking_calls(events) if t0 <= e["ts"] < t1]
             print(f"  rank {r}: " + " ".join(row))
     kinds = {}
     for events in ranks:
@@ -83,7 +87,7 @@ def main():
 def arrivals(ranks):
     """{(op, bytes, group size): [(spread of the starts, last start to last end), ...]} in us, the
     k-th blocking call of every rank taken as one call; None when the ranks' sequences differ."""
-    calls = [sorted((e for e in events if e.get("cat") == "collective"), key=lambda e: e["ts"]) for events in ranks]
+    calls = [blocking_calls(events) for events in ranks]
     if len({len(c) for c in calls}) != 1:
         return None
     out = {}

@@ -125,9 +125,11 @@ enum class GapTiming { slowest_call, paced, chained };
 /// its own: `ends` holds each rank's (end of the first call, end of the second), rank after rank,
 /// both from the rank's own start.
 [[nodiscard]] inline double chained_second_seconds(const std::vector<double>& ends) {
-  check(!ends.empty() && ends.size() % 2 == 0, "profile.chain", "need each rank's two ends, got ", ends.size(), " values");
+  check(!ends.empty() && ends.size() % 2 == 0, "profile.chain", "need each rank's two ends, got ", ends.size(),
+        " values");
   double first = 0, second = 0;
-  for (std::size_t r = 0; r < ends.size(); r += 2) first = std::max(first, ends[r]), second = std::max(second, ends[r + 1]);
+  for (std::size_t r = 0; r < ends.size(); r += 2)
+    first = std::max(first, ends[r]), second = std::max(second, ends[r + 1]);
   return second - first;
 }
 
