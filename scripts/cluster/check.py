@@ -27,7 +27,7 @@ import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind
 from check_report import print_tables
-from check_stats import slope, summarize, typical_step
+from check_stats import run_medians, slope, summarize, typical_step
 
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's step per schedule (check_measure.MODES)
 
@@ -112,7 +112,7 @@ def analyze(a, config):
         rows = []
         for plan in plans:
             p, runs = predictions[plan], by_plan[plan]
-            medians = [statistics.median(r["step_ms"] for r in run["records"]) / 1e3 for run in runs]
+            medians = run_medians(runs)
             compute = statistics.median(r["compute_ms"] for run in runs for r in run["records"]) / 1e3
             link = slope([(run["steps"], run["link_bytes"]) for run in runs]) / nodes if len(runs) > 1 else float("nan")
             rows.append({"plan": plan, "shape": p["plan"], "measured": typical_step(medians),

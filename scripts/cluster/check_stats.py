@@ -25,6 +25,12 @@ def typical_step(runs):
     return statistics.median(runs) if STEP_ESTIMATOR == "median" else statistics.mean(runs)
 
 
+def run_medians(runs):
+    """Each saved run's median step in seconds (amsp-train's step_ms records, check_measure): the
+    repeats that typical_step forms a plan's measured step from."""
+    return [statistics.median(r["step_ms"] for r in run["records"]) / 1e3 for run in runs]
+
+
 def spearman(xs, ys):
     def ranks(v):
         order = sorted(range(len(v)), key=lambda i: v[i])

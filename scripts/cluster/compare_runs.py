@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""How far the cluster check's measurement reproduces between runs: two or more saved runs of
+scripts/cluster/check.py (--out files, plain or .xz) compared configuration by configuration
+(mesh, rate, schedule), measurement against measurement, no planner. For every pair of runs:
+
+  - Spearman's rank correlation of the plans' measured steps: the most a model can expect to
+    score against one run when the other is as good a measurement of the same plans;
+  - the median and the largest change of a plan's measured step between the two runs;
+  - of the pairs of plans the first run separates (every repeat of one faster than every repeat
+    of the other, check_stats.separable_pairs), how many the second orders the same way;
+  - whether the first run's fastest plan lies within 5 % of the second's fastest (the pick target
+    with the first run as the prediction).
+
+Next to them, the first run's bootstrap floor (check_stats.bootstrap_floor: its mean Spearman
+when its plans are resampled from its own repeats), which sees the noise inside one run and not
+the drift between runs. Configurations missing from a run are skipped; plans are the ones every
+run measured. Exit 2 on a bad argument or an unreadable file.
+
+  python3 scripts/cluster/compare_runs.py bench/data/cluster-check-2026-12-04-v.json.xz \\
+      bench/data/cluster-check-2026-12-05-w.json.xz
+"""
+import argparse
+import itertools
+import json
+import lzma
+import statistics
+import sys
+
+import check_stats
+from check_stats import bootstrap_floor, run_medians, separable_pairs, spearman, typical_step
+
+
+def load(path):
+    """A saved run's configurations; exits 2 naming the file when it cannot be read as one."""
+    opener = lzma.open if path.endswith(".xz") else open
+    try:
+        with opener(path, "rt") as f:
+            configs = json.load(f)
+        if not isinstance(configs, list) or not all("runs" in c and "mesh" in c and "rate" in c for c in configs):
+            raise ValueError("not a list of configurations with mesh, rate and runs")
+        return configs
+    except (OSError, ValueError, EOFError, lzma.LZMAError) as e:
+        print(f"compare_runs.py: {path}: not a saved cluster check ({e})", file=sys.stderr)
+        sys.exit(2)
+
+
+def measured_rows(config, mode, plans):
+    """One row per plan as check.py forms it: the repeats (each run's median step) and their
+    typical_step."""
+    rows = []
+    for plan in plans:
+        repeats = run_medians(config["runs"][mode][plan])
+        rows.append({"plan": plan, "repeats": repeats, "measured": typical_step(repeats)})
+    return rows
+
+
+def compare(a_rows, b_rows):
+    """The figures of one configuration, run a against run b (rows in the same plan order)."""
+    a = [r["measured"] for r in a_rows]
+    b = [r["measured"] for r in b_rows]
+    changes = [abs(y / x - 1) for x, y in zip(a, b)]
+    # separable_pairs orders the pairs run a separates by "predicted": here run b's measurement.
+    pairs, same = separable_pairs([dict(r, predicted=y) for r, y in zip(a_rows, b)])
+    pick = min(range(len(a)), key=lambda i: a[i])
+    return {"spearman": spearman(a, b), "median_change": statistics.median(changes), "max_change": max(changes),
+            "separable": pairs, "same_order": same, "pick_over_best": b[pick] / min(b) - 1,
+            "bootstrap_spearman": bootstrap_floor(a_rows)[1]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="saved runs (check.py --out), two or more")
+    ap.add_argument("--estimator", choices=["mean", "median"], default="mean",
+                    help="a plan's measured step from its repeats, as check.py --estimator")
+    a = ap.parse_args()
+    if len(a.runs) < 2:
+        ap.error(f"need two or more saved runs, got {len(a.runs)}")
+    check_stats.STEP_ESTIMATOR = a.estimator
+    loaded = [(path, {(c["mesh"], c["rate"]): c for c in load(path)}) for path in a.runs]
+    print("run a | run b | mesh rate schedule | plans | Spearman a~b | step change median / max | "
+          "a's separable pairs b orders alike | a's pick in b | a's bootstrap Spearman")
+    for (path_a, by_a), (path_b, by_b) in itertools.combinations(loaded, 2):
+        for key, config_a in by_a.items():
+            config_b = by_b.get(key)
+            if config_b is None:
+                continue
+            for mode in config_a["runs"]:
+                if mode not in config_b["runs"]:
+                    continue
+                plans = [p for p in config_a["runs"][mode] if p in config_b["runs"][mode]]
+                if len(plans) < 2:
+                    continue
+                f = compare(measured_rows(config_a, mode, plans), measured_rows(config_b, mode, plans))
+                print(f"{path_a} | {path_b} | {key[0]} {key[1]} {mode} | {len(plans)} | {f['spearman']:.2f} | "
+                      f"{100 * f['median_change']:.1f} / {100 * f['max_change']:.1f} % | "
+                      f"{f['same_order']}/{f['separable']} | {100 * f['pick_over_best']:+.1f} % | "
+                      f"{f['bootstrap_spearman']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

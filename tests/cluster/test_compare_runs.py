@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""scripts/cluster/compare_runs.py on hand-made saved runs, against hand-computed figures: two
+runs of three plans in one configuration (a second configuration only in the first run, skipped),
+and bad input (one run, a file that is not a saved check) exiting 2. Exit 0 on success, 1 with
+the failed checks listed."""
+import json
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster", "compare_runs.py")
+failures = []
+
+
+def expect(name, got, want):
+    if got != want:
+        failures.append(f"{name}: got {got!r}, want {want!r}")
+
+
+def run_of(steps_s):
+    """A saved run (check_measure's format) whose median step is each of `steps_s`, one repeat each."""
+    return [{"records": [{"step_ms": 1e3 * s}, {"step_ms": 1e3 * s}, {"step_ms": 1e3 * s + 50}]} for s in steps_s]
+
+
+def config(mesh, rate, steps):  # steps: plan -> its repeats' median steps in seconds
+    return {"mesh": mesh, "rate": rate, "runs": {"serial": {p: run_of(s) for p, s in steps.items()}}}
+
+
+def compare(*paths):
+    out = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True)
+    return out.returncode, out.stdout.splitlines()[1:], out.stderr
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    a_path, b_path = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json.xz")
+    # Run a: x 1.0, y 2.0, z 3.0 s (two repeats each, far apart: every pair separable); run b:
+    # x 1.0, y 3.0, z 2.0. Ranks (0, 1, 2) against (0, 2, 1): sum of d^2 = 2, Spearman
+    # 1 - 6 * 2 / (3 * 8) = 0.50. Changes |b / a - 1|: 0, 50, 33.3 %: median 33.3, max 50.0. Of a's
+    # three separable pairs b orders x < y and x < z alike, y < z not: 2/3. a's pick x is b's
+    # fastest: +0.0 %. a's bootstrap: every plan's repeats are distinct but never cross, so every
+    # draw keeps the order: 1.00.
+    with open(a_path, "w") as f:
+        json.dump([config("4x2", "1gbit", {"x": [1.0, 1.0], "y": [2.0, 2.0], "z": [3.0, 3.0]}),
+                   config("2x4", "1gbit", {"x": [1.0], "y": [2.0]})], f)
+    with lzma.open(b_path, "wt") as f:
+        json.dump([config("4x2", "1gbit", {"x": [1.0, 1.0], "y": [3.0, 3.0], "z": [2.0, 2.0]})], f)
+    rc, rows, err = compare(a_path, b_path)
+    expect("exit status", rc, 0)
+    expect("rows (the 2x4 configuration is only in run a)", len(rows), 1)
+    if rows:
+        cells = [c.strip() for c in rows[0].split("|")]
+        expect("configuration", cells[2], "4x2 1gbit serial")
+        expect("plans", cells[3], "3")
+        expect("Spearman", cells[4], "0.50")
+        expect("step change", cells[5], "33.3 / 50.0 %")
+        expect("separable pairs ordered alike", cells[6], "2/3")
+        expect("pick", cells[7], "+0.0 %")
+        expect("bootstrap", cells[8], "1.00")
+    # Swapped (run b first): Spearman is symmetric, the same 0.50.
+    rc, rows, err = compare(b_path, a_path)
+    expect("swapped Spearman", [c.strip() for c in rows[0].split("|")][4] if rows else None, "0.50")
+    # A pick that is not the other run's best: run c has x at 2.5 s, so b's pick x is 25 % over c's
+    # fastest z (2.0).
+    c_path = os.path.join(tmp, "c.json")
+    with open(c_path, "w") as f:
+        json.dump([config("4x2", "1gbit", {"x": [2.5, 2.5], "y": [3.0, 3.0], "z": [2.0, 2.0]})], f)
+    rc, rows, err = compare(b_path, c_path)
+    expect("pick over c's best", [c.strip() for c in rows[0].split("|")][7] if rows else None, "+25.0 %")
+    # Bad input: one run; a file that is not a saved check.
+    rc, rows, err = compare(a_path)
+    expect("one run: exit 2", rc, 2)
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"mesh": "4x2"}')
+    rc, rows, err = compare(a_path, bad)
+    expect("not a saved check: exit 2", rc, 2)
+    expect("names the file", bad in err, True)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("compare_runs: ok")
