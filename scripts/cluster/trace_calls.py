@@ -6,8 +6,10 @@ call queued right behind another on the same thread (a chain) against the first 
 that started after a gap, by op and size: how often the queued one took more than --stall times
 the median of its kind. Last, how far apart the ranks arrive at each call: the k-th blocking
 call of every rank taken as one call (every rank makes the same sequence, each on its own group),
-by op, size and group size, the median spread of the ranks' starts and the median time from the
-last start to the last end. docs/planner-check-chains.md reads such traces.
+by op, size and group size, the median spread of the ranks' starts, how late the last start is
+after the ranks' mean start (what a call waits for its slowest rank beyond the schedule's typical
+one), and the median time from the last start to the last end. docs/planner-check-chains.md and
+docs/planner-check-reproducibility.md read such traces.
 Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3]"""
 import argparse
 import glob
@@ -85,8 +87,9 @@ def main():
 
 
 def arrivals(ranks):
-    """{(op, bytes, group size): [(spread of the starts, last start to last end), ...]} in us, the
-    k-th blocking call of every rank taken as one call; None when the ranks' sequences differ."""
+    """{(op, bytes, group size): [(spread of the starts, last start after the mean start, last start
+    to last end), ...]} in us, the k-th blocking call of every rank taken as one call; None when the
+    ranks' sequences differ."""
     calls = [blocking_calls(events) for events in ranks]
     if len({len(c) for c in calls}) != 1:
         return None
@@ -96,7 +99,8 @@ def arrivals(ranks):
         if any((e["name"], e["args"]["bytes"], e["args"]["group"]) != key for e in same):
             return None
         starts, ends = [e["ts"] for e in same], [e["ts"] + e["dur"] for e in same]
-        out.setdefault(key, []).append((max(starts) - min(starts), max(ends) - max(starts)))
+        out.setdefault(key, []).append((max(starts) - min(starts), max(starts) - statistics.mean(starts),
+                                        max(ends) - max(starts)))
     return out
 
 
@@ -105,10 +109,11 @@ def print_arrivals(ranks):
     if a is None:
         print("arrivals: the ranks' sequences of blocking calls differ; not aligned")
         return
-    print("op bytes group: calls | spread of the ranks' starts | last start to last end (median ms)")
+    print("op bytes group: calls | spread of the ranks' starts | last start after the mean start | "
+          "last start to last end (median ms)")
     for (op, size, group), v in sorted(a.items()):
-        print(f"{op} {size:.0f} {group}: {len(v)} | {statistics.median(x[0] for x in v) / 1e3:.2f} | "
-              f"{statistics.median(x[1] for x in v) / 1e3:.2f}")
+        print(f"{op} {size:.0f} {group}: {len(v)} | " + " | ".join(
+            f"{statistics.median(x[k] for x in v) / 1e3:.2f}" for k in range(3)))
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ assert calls.returncode == 0, calls.stderr
 lines = calls.stdout.splitlines()
 assert lines[0].startswith("step 1:") and all(any(l.startswith(f"  rank {r}: ") and "reduce_scatter" in l
                                                    for l in lines) for r in range(2)), calls.stdout
-header = "op bytes group: calls | spread of the ranks' starts | last start to last end (median ms)"
+header = ("op bytes group: calls | spread of the ranks' starts | last start after the mean start | "
+          "last start to last end (median ms)")
 counted = 0
 for l in lines[:lines.index(header)]:  # the queued-call summary
     if l.startswith("reduce_scatter "):
@@ -110,15 +111,16 @@ assert counted == 2 * steps * buckets, calls.stdout
 arrived = lines[lines.index(header) + 1:]
 assert sum(int(l.split(": ")[1].split(" |")[0]) for l in arrived if l.startswith("reduce_scatter ")) == steps * buckets, \
     calls.stdout
-# The arrivals worked by hand: rank 0 calls at 0 us for 100 us, rank 1 at 50 us for 60 us: the
-# starts 0.05 ms apart, the last end 0.06 ms after the last start; then sequences that differ.
+# The arrivals worked by hand: rank 0 calls at 0 us for 100 us, rank 1 at 60 us for 60 us: the
+# starts 0.06 ms apart, the last 0.03 ms after their mean (30 us), the last end (120 us) 0.06 ms
+# after the last start; then sequences that differ.
 hand = os.path.join(work, "hand")
-for rank, (ts, dur) in enumerate([(0, 100), (50, 60)]):
+for rank, (ts, dur) in enumerate([(0, 100), (60, 60)]):
     with open(f"{hand}.rank{rank}.json", "w") as f:
         json.dump({"traceEvents": [{"name": "all_reduce", "cat": "collective", "ph": "X", "ts": ts, "dur": dur,
                                     "pid": rank, "tid": 1, "args": {"bytes": 8, "group": 2}}]}, f)
 worked = subprocess.run([sys.executable, script, hand], capture_output=True, text=True, timeout=60)
-assert worked.returncode == 0 and worked.stdout.splitlines()[-1] == "all_reduce 8 2: 1 | 0.05 | 0.06", worked.stdout
+assert worked.returncode == 0 and worked.stdout.splitlines()[-1] == "all_reduce 8 2: 1 | 0.06 | 0.03 | 0.06", worked.stdout
 with open(f"{hand}.rank1.json", "w") as f:
     json.dump({"traceEvents": []}, f)
 worked = subprocess.run([sys.executable, script, hand], capture_output=True, text=True, timeout=60)
