@@ -21,21 +21,19 @@ run measured. Exit 2 on a bad argument or an unreadable file.
 """
 import argparse
 import itertools
-import json
 import lzma
 import statistics
 import sys
 
 import check_stats
+from check import load_run
 from check_stats import bootstrap_floor, run_medians, separable_pairs, spearman, typical_step
 
 
 def load(path):
     """A saved run's configurations; exits 2 naming the file when it cannot be read as one."""
-    opener = lzma.open if path.endswith(".xz") else open
     try:
-        with opener(path, "rt") as f:
-            configs = json.load(f)
+        configs = load_run(path)
         if not isinstance(configs, list) or not all("runs" in c and "mesh" in c and "rate" in c for c in configs):
             raise ValueError("not a list of configurations with mesh, rate and runs")
         return configs
@@ -90,7 +88,12 @@ def main():
                 plans = [p for p in config_a["runs"][mode] if p in config_b["runs"][mode]]
                 if len(plans) < 2:
                     continue
-                f = compare(measured_rows(config_a, mode, plans), measured_rows(config_b, mode, plans))
+                try:
+                    f = compare(measured_rows(config_a, mode, plans), measured_rows(config_b, mode, plans))
+                except (KeyError, TypeError, ValueError, ZeroDivisionError, statistics.StatisticsError) as e:
+                    print(f"compare_runs.py: {path_a} or {path_b}, {key[0]} {key[1]} {mode}: a run without "
+                          f"step records ({type(e).__name__}: {e})", file=sys.stderr)
+                    sys.exit(2)
                 print(f"{path_a} | {path_b} | {key[0]} {key[1]} {mode} | {len(plans)} | {f['spearman']:.2f} | "
                       f"{100 * f['median_change']:.1f} / {100 * f['max_change']:.1f} % | "
                       f"{f['same_order']}/{f['separable']} | {100 * f['pick_over_best']:+.1f} % | "

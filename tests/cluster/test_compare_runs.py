@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/cluster/compare_runs.py on hand-made saved runs, against hand-computed figures: two
 runs of three plans in one configuration (a second configuration only in the first run, skipped),
-and bad input (one run, a file that is not a saved check) exiting 2. Exit 0 on success, 1 with
+and bad input (one run, a file that is not a saved check, runs without step records) exiting 2. Exit 0 on success, 1 with
 the failed checks listed."""
 import json
 import lzma
@@ -77,6 +77,13 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, rows, err = compare(a_path, bad)
     expect("not a saved check: exit 2", rc, 2)
     expect("names the file", bad in err, True)
+    # A configuration whose runs lack their step records: exit 2 naming the configuration.
+    broken = os.path.join(tmp, "broken.json")
+    with open(broken, "w") as f:
+        json.dump([{"mesh": "4x2", "rate": "1gbit", "runs": {"serial": {"x": [{}], "y": [{}], "z": [{}]}}}], f)
+    rc, rows, err = compare(a_path, broken)
+    expect("no step records: exit 2", rc, 2)
+    expect("names the configuration", "4x2 1gbit serial" in err, True)
 
 if failures:
     print("\n".join(failures))
