@@ -120,7 +120,8 @@ for rank, (ts, dur) in enumerate([(0, 100), (60, 60)]):
         json.dump({"traceEvents": [{"name": "all_reduce", "cat": "collective", "ph": "X", "ts": ts, "dur": dur,
                                     "pid": rank, "tid": 1, "args": {"bytes": 8, "group": 2}}]}, f)
 worked = subprocess.run([sys.executable, script, hand], capture_output=True, text=True, timeout=60)
-assert worked.returncode == 0 and worked.stdout.splitlines()[-1] == "all_reduce 8 2: 1 | 0.06 | 0.03 | 0.06", worked.stdout
+assert worked.returncode == 0, worked.stderr
+assert worked.stdout.splitlines()[-1] == "all_reduce 8 2: 1 | 0.06 | 0.03 | 0.06", worked.stdout
 with open(f"{hand}.rank1.json", "w") as f:
     json.dump({"traceEvents": []}, f)
 worked = subprocess.run([sys.executable, script, hand], capture_output=True, text=True, timeout=60)
