@@ -13,8 +13,10 @@ scripts/cluster/check.py (--out files, plain or .xz) compared configuration by c
 
 Next to them, the first run's bootstrap floor (check_stats.bootstrap_floor: its mean Spearman
 when its plans are resampled from its own repeats), which sees the noise inside one run and not
-the drift between runs. Configurations missing from a run are skipped; plans are the ones every
-run measured. Exit 2 on a bad argument or an unreadable file.
+the drift between runs. Last, per configuration over every pair of runs: the least, most and
+median Spearman, the least and most median change, and the separable pairs carried over.
+Configurations missing from a run are skipped; plans are the ones both runs of a pair measured.
+Exit 2 on a bad argument or an unreadable file.
 
   python3 scripts/cluster/compare_runs.py bench/data/cluster-check-2026-12-04-v.json.xz \\
       bench/data/cluster-check-2026-12-05-w.json.xz
@@ -77,6 +79,7 @@ def main():
     loaded = [(path, {(c["mesh"], c["rate"]): c for c in load(path)}) for path in a.runs]
     print("run a | run b | mesh rate schedule | plans | Spearman a~b | step change median / max | "
           "a's separable pairs b orders alike | a's pick in b | a's bootstrap Spearman")
+    by_case = {}  # "mesh rate schedule" -> the figures of every pair of runs
     for (path_a, by_a), (path_b, by_b) in itertools.combinations(loaded, 2):
         for key, config_a in by_a.items():
             config_b = by_b.get(key)
@@ -94,10 +97,20 @@ def main():
                     print(f"compare_runs.py: {path_a} or {path_b}, {key[0]} {key[1]} {mode}: a run without "
                           f"step records ({type(e).__name__}: {e})", file=sys.stderr)
                     sys.exit(2)
-                print(f"{path_a} | {path_b} | {key[0]} {key[1]} {mode} | {len(plans)} | {f['spearman']:.2f} | "
+                case = f"{key[0]} {key[1]} {mode}"
+                by_case.setdefault(case, []).append(f)
+                print(f"{path_a} | {path_b} | {case} | {len(plans)} | {f['spearman']:.2f} | "
                       f"{100 * f['median_change']:.1f} / {100 * f['max_change']:.1f} % | "
                       f"{f['same_order']}/{f['separable']} | {100 * f['pick_over_best']:+.1f} % | "
                       f"{f['bootstrap_spearman']:.2f}")
+    print("\nmesh rate schedule | pairs of runs | Spearman a~b: least - most (median) | "
+          "step change median: least - most | a's separable pairs b orders alike")
+    for case, figures in by_case.items():
+        rho = [f["spearman"] for f in figures]
+        change = [f["median_change"] for f in figures]
+        print(f"{case} | {len(figures)} | {min(rho):.2f} - {max(rho):.2f} ({statistics.median(rho):.2f}) | "
+              f"{100 * min(change):.1f} - {100 * max(change):.1f} % | "
+              f"{sum(f['same_order'] for f in figures)}/{sum(f['separable'] for f in figures)}")
 
 
 if __name__ == "__main__":

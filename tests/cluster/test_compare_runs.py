@@ -29,8 +29,16 @@ def config(mesh, rate, steps):  # steps: plan -> its repeats' median steps in se
 
 
 def compare(*paths):
+    """(exit status, the per-pair rows, stderr); the summary after the blank line is dropped."""
     out = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True)
-    return out.returncode, out.stdout.splitlines()[1:], out.stderr
+    lines = out.stdout.splitlines()
+    return out.returncode, lines[1:lines.index("")] if "" in lines else lines[1:], out.stderr
+
+
+def summary(*paths):
+    """The per-configuration summary rows of compare_runs.py, split into cells."""
+    lines = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True).stdout.splitlines()
+    return [[c.strip() for c in l.split("|")] for l in lines[lines.index("") + 2:]]
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -68,6 +76,16 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump([config("4x2", "1gbit", {"x": [2.5, 2.5], "y": [3.0, 3.0], "z": [2.0, 2.0]})], f)
     rc, rows, err = compare(b_path, c_path)
     expect("pick over c's best", [c.strip() for c in rows[0].split("|")][7] if rows else None, "+25.0 %")
+    # The summary over the three pairs a~b (0.50; change 33.3 %, 3 pairs, 2 alike), a~c and b~c.
+    # a~c: a (1, 2, 3) against c (2.5, 3, 2): ranks (0, 1, 2) and (1, 2, 0), sum of d^2 = 6,
+    # Spearman -0.50; changes 150, 50, 33.3 %: median 50.0; c orders a's x < y, not x < z, y < z:
+    # 1 of 3. b~c: b (1, 3, 2) against c: ranks (0, 2, 1) and (1, 2, 0), d^2 = 2, 0.50; changes
+    # 150, 0, 0 %: median 0.0; b separates all three pairs, c orders x < y and z < y alike: 2 of 3.
+    # Least -0.50, most 0.50, median 0.50; median changes 0.0 - 50.0 %; 5 of 9.
+    rows = summary(a_path, b_path, c_path)
+    expect("summary rows (one configuration in all three)", len(rows), 1)
+    if rows:
+        expect("summary", rows[0], ["4x2 1gbit serial", "3", "-0.50 - 0.50 (0.50)", "0.0 - 50.0 %", "5/9"])
     # Bad input: one run; a file that is not a saved check.
     rc, rows, err = compare(a_path)
     expect("one run: exit 2", rc, 2)
