@@ -36,7 +36,8 @@ def load(path):
     """A saved run's configurations; exits 2 naming the file when it cannot be read as one."""
     try:
         configs = load_run(path)
-        if not isinstance(configs, list) or not all("runs" in c and "mesh" in c and "rate" in c for c in configs):
+        if not isinstance(configs, list) or not all(isinstance(c, dict) and {"runs", "mesh", "rate"} <= c.keys()
+                                                    for c in configs):
             raise ValueError("not a list of configurations with mesh, rate and runs")
         return configs
     except (OSError, ValueError, EOFError, lzma.LZMAError) as e:

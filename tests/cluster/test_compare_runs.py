@@ -95,6 +95,10 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, rows, err = compare(a_path, bad)
     expect("not a saved check: exit 2", rc, 2)
     expect("names the file", bad in err, True)
+    with open(bad, "w") as f:
+        f.write("[1, 2]")  # a list, but not of configurations
+    rc, rows, err = compare(a_path, bad)
+    expect("a list of numbers: exit 2", rc, 2)
     # A configuration whose runs lack their step records: exit 2 naming the configuration.
     broken = os.path.join(tmp, "broken.json")
     with open(broken, "w") as f:
