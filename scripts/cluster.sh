@@ -11,7 +11,8 @@
 # user's can coexist), AMSP_CLUSTER_STATE (/run/$AMSP_CLUSTER_NAME), AMSP_CLUSTER_COLL (pinned),
 # AMSP_CLUSTER_CPUS (node: each node's processes on CPUs of their own; none: every CPU for all),
 # AMSP_CLUSTER_BURST (each token bucket's burst, tc size syntax: what an idle link lets through at
-# once above the rate; default 1.5 ms of the rate, at least two 9000-byte frames; docs/cluster.md).
+# once above the rate; default 0.75 ms of the rate within 37.5 KB..1.5 ms of it, at least two
+# 9000-byte frames; docs/cluster.md).
 #
 # Topology: every object lives in a network namespace this script creates, nothing in the host's:
 # a switch namespace (amspn-sw) holds a bridge; each node namespace (amspn-n<k>) and the launcher
@@ -64,16 +65,19 @@ plug() {
 }
 
 # Token bucket. Its burst is what an idle link lets through at once: a real link gives nothing of
-# the kind, but tbf needs a burst of at least rate/timer-frequency to reach its rate. Default
-# 1.5 ms of the rate, at least two 9000-byte frames (18 KB at 100 Mbit/s, 187 KB at 1 Gbit/s):
-# with the former default of 64 KiB every call after a compute segment started with 5 ms of
-# free transfer at 100 Mbit/s (docs/cluster.md, "The token bucket's burst").
+# the kind, but tbf needs a burst to reach its rate. Default: 0.75 ms of the rate, at least
+# 37.5 KB, at most 1.5 ms of the rate, at least two 9000-byte frames (18.75 KB at 100 Mbit/s,
+# 37.5 KB at 200 Mbit/s, 93.75 KB at 1 Gbit/s). Each bound is a measurement on this machine
+# (docs/cluster.md, "The token bucket's burst"): 0.5 ms at 1 Gbit/s and 18.75 KB at 200 Mbit/s
+# slowed back-to-back AllReduces by 7-11 %, while 1.5 ms at 1 Gbit/s let a 74 KB gather after
+# compute through in 0.5 ms of its 1.2 (a free start the back-to-back profile never sees).
 default_burst() {
   awk -v r="$1" 'BEGIN {
     match(r, /^[0-9.]+/); n = substr(r, 1, RLENGTH); u = substr(r, RLENGTH + 1)
     m = (u ~ /^k/) ? 1e3 : (u ~ /^m/) ? 1e6 : (u ~ /^g/) ? 1e9 : (u ~ /^t/) ? 1e12 : 1
     bytes = n * m / (u ~ /bit$/ ? 8 : 1)
-    b = int(bytes * 0.0015); if (b < 18000) b = 18000; print b }'
+    b = bytes * 0.00075; if (b < 37500) b = 37500; if (b > bytes * 0.0015) b = bytes * 0.0015
+    b = int(b); if (b < 18000) b = 18000; print b }'
 }
 burst_of() { echo "${AMSP_CLUSTER_BURST:-$(default_burst "$1")}"; }
 shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "$(burst_of "$3")" latency 100ms; }
@@ -219,7 +223,7 @@ cmd_counters() {
 cmd_status() {
   if [[ -f $STATE/config ]]; then
     read -r n r rate <"$STATE/config"
-    echo "up: $n nodes x $r slots at $rate; hostfile $STATE/hostfile"
+    echo "up: $n nodes x $r slots at $rate, token-bucket burst $(cat "$STATE/burst"); hostfile $STATE/hostfile"
   else
     echo down
     return 1

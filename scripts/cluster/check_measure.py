@@ -190,6 +190,7 @@ def run_config(a, mesh, rate):
     tag = f"{mesh}-{rate}"
     print(f"=== {tag}: cluster up, calibration, profile", flush=True)
     sh([CLUSTER, "up", str(nodes), str(ranks), rate], 120)
+    burst = re.search(r"token-bucket burst (\S+);", sh([CLUSTER, "status"], 30)).group(1)
     launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]
     calibration = calibrate(a, mesh, launcher)
     prof_path = os.path.join(a.work, f"profile-{tag}.json")
@@ -237,9 +238,10 @@ def run_config(a, mesh, rate):
             # The workload the planner prices (runs saved before these fields: check.py's defaults).
             "global_batch": a.global_batch, "model_args": " ".join(a.model_args),
             "serial_args": " ".join(MODES["serial"]),  # runs saved before it: --no-overlap alone
-            # The token buckets' burst (scripts/cluster.sh): runs saved before the field had 64kb;
-            # "rate" is cluster.sh's default since 2026-12-04 (1.5 ms of the rate, at least 18000 bytes).
-            "burst": os.environ.get("AMSP_CLUSTER_BURST", "rate"),
+            # The token buckets' burst as `cluster.sh status` read it (bytes, or AMSP_CLUSTER_BURST as
+            # given). Runs saved before the field had 64kb; "rate" was cluster.sh's default from
+            # 2026-12-04 to 2026-12-05 06:50 UTC (1.5 ms of the rate, at least 18000 bytes).
+            "burst": burst,
             # How amsp-profile issued each collective; runs saved before 2026-12-04 have none (blocking).
             "profile_calls": PROFILE_CALLS,
             "profile": prof_path, **({"profile_gap": gap_path} if a.profile_gap_us else {}), "runs": runs,
