@@ -7,6 +7,7 @@
 #   scripts/cluster.sh run -- ARGS...   mpirun ARGS across the nodes (ranks fill node 0 first)
 #   scripts/cluster.sh counters         "node<k> <tx bytes> <rx bytes>" of each node's link
 #   scripts/cluster.sh status           the configuration, or "down" (exit 1)
+#   scripts/cluster.sh burst RATE       the token buckets' burst `up` gives a link of RATE
 # Environment: AMSP_CLUSTER_NAME (amspn; the prefix of every name, so that a test's cluster and a
 # user's can coexist), AMSP_CLUSTER_STATE (/run/$AMSP_CLUSTER_NAME), AMSP_CLUSTER_COLL (pinned),
 # AMSP_CLUSTER_CPUS (node: each node's processes on CPUs of their own; none: every CPU for all),
@@ -79,6 +80,12 @@ default_burst() {
     b = bytes * 0.00075; if (b < 37500) b = 37500; if (b > bytes * 0.0015) b = bytes * 0.0015
     b = int(b); if (b < 18000) b = 18000; print b }'
 }
+check_rate() {
+  [[ $1 =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "RATE must be a tc rate such as 1gbit, got '$1'"
+}
+check_burst_setting() {
+  [[ -z ${AMSP_CLUSTER_BURST:-} || $AMSP_CLUSTER_BURST =~ ^[1-9][0-9]*(k|kb|m|mb)?$ ]] || die "AMSP_CLUSTER_BURST must be a tc size such as 64kb, got '$AMSP_CLUSTER_BURST'"
+}
 burst_of() { echo "${AMSP_CLUSTER_BURST:-$(default_burst "$1")}"; }
 shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "$(burst_of "$3")" latency 100ms; }
 
@@ -128,9 +135,9 @@ cmd_up() {
   local nodes=$1 ranks=$2 rate=$3
   [[ $nodes =~ ^[1-9][0-9]?$ && $nodes -le 64 ]] || die "N must be 1..64 nodes, got '$nodes'"
   [[ $ranks =~ ^[1-9][0-9]?$ ]] || die "R must be 1..99 rank slots, got '$ranks'"
-  [[ $rate =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "RATE must be a tc rate such as 1gbit, got '$rate'"
+  check_rate "$rate"
+  check_burst_setting
   [[ ${AMSP_CLUSTER_CPUS:-node} =~ ^(node|none)$ ]] || die "AMSP_CLUSTER_CPUS must be node or none, got '$AMSP_CLUSTER_CPUS'"
-  [[ -z ${AMSP_CLUSTER_BURST:-} || $AMSP_CLUSTER_BURST =~ ^[1-9][0-9]*(k|kb|m|mb)?$ ]] || die "AMSP_CLUSTER_BURST must be a tc size such as 64kb, got '$AMSP_CLUSTER_BURST'"
   require_root_netns
   if [[ -f $STATE/config ]]; then
     if [[ $(cat "$STATE/config") == "$nodes $ranks $rate" && $(cat "$STATE/burst" 2>/dev/null) == "$(burst_of "$rate")" ]] &&
@@ -236,5 +243,6 @@ case ${1:-} in
   run) shift; cmd_run "$@" ;;
   counters) cmd_counters ;;
   status) cmd_status ;;
-  *) die "usage: cluster.sh up N R RATE | down | run -- MPIRUN-ARGS | counters | status" ;;
+  burst) (($# == 2)) || die "usage: burst RATE (e.g. burst 1gbit)"; check_rate "$2"; check_burst_setting; burst_of "$2" ;;
+  *) die "usage: cluster.sh up N R RATE | down | run -- MPIRUN-ARGS | counters | status | burst RATE" ;;
 esac

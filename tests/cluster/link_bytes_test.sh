@@ -16,11 +16,24 @@
 set -euo pipefail
 train=$1 cluster=$2
 export AMSP_CLUSTER_NAME=amspntest AMSP_CLUSTER_STATE=/run/amspntest
+unset AMSP_CLUSTER_BURST  # the default burst is checked below
 readonly SHORT=2 LONG=8 RANKS_PER_NODE=2
 
 if ! command -v mpirun >/dev/null || ! command -v python3 >/dev/null; then echo "SKIP: needs mpirun and python3"; exit 77; fi
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 "$cluster" up 2 $RANKS_PER_NODE 1gbit  # exits 77 without root or ip netns
+
+# The links carry the default burst (0.75 ms of 1 Gbit/s = 93750 bytes), and status names it in
+# the form scripts/cluster/check_measure.py saves with a run; tc keeps its own granularity
+# (93625 bytes here), so the qdisc's burst is read to within 1 %.
+status=$("$cluster" status)
+[[ $status == *"token-bucket burst 93750;"* ]] || { echo "FAIL: status does not name the burst 93750: $status"; exit 1; }
+for dev in "n0 eth0" "sw n0"; do
+  set -- $dev
+  qdisc=$(tc -n "amspntest-$1" qdisc show dev "$2")
+  [[ $qdisc =~ burst\ ([0-9]+)b ]] && ((BASH_REMATCH[1] > 92800 && BASH_REMATCH[1] < 94700)) ||
+    { echo "FAIL: amspntest-$1 $2: expected a burst near 93750 bytes: $qdisc"; exit 1; }
+done
 
 # Each node's processes run on CPUs of their own (cluster.sh's AMSP_CLUSTER_CPUS=node, the
 # default): the host's CPUs in equal blocks, one per node, or node k on CPU k mod #CPUs. Every rank
