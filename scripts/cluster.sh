@@ -70,7 +70,7 @@ plug() {
 # 37.5 KB, at most 1.5 ms of the rate, at least two 9000-byte frames (18.75 KB at 100 Mbit/s,
 # 37.5 KB at 200 Mbit/s, 93.75 KB at 1 Gbit/s). Each bound is a measurement on this machine
 # (docs/cluster.md, "The token bucket's burst"): 0.5 ms at 1 Gbit/s and 18.75 KB at 200 Mbit/s
-# slowed back-to-back AllReduces by 7-11 %, while 1.5 ms at 1 Gbit/s let a 74 KB gather after
+# slowed back-to-back AllReduces by up to 11 %, while 1.5 ms at 1 Gbit/s let a 74 KB gather after
 # compute through in 0.5 ms of its 1.2 (a free start the back-to-back profile never sees).
 default_burst() {
   awk -v r="$1" 'BEGIN {

@@ -240,7 +240,7 @@ def run_config(a, mesh, rate):
             "serial_args": " ".join(MODES["serial"]),  # runs saved before it: --no-overlap alone
             # The token buckets' burst as `cluster.sh status` read it (bytes, or AMSP_CLUSTER_BURST as
             # given). Runs saved before the field had 64kb; "rate" was cluster.sh's default from
-            # 2026-12-04 to 2026-12-05 06:50 UTC (1.5 ms of the rate, at least 18000 bytes).
+            # 2026-12-04 until commit a3d69dd on 2026-12-05 (1.5 ms of the rate, at least 18000 bytes).
             "burst": burst,
             # How amsp-profile issued each collective; runs saved before 2026-12-04 have none (blocking).
             "profile_calls": PROFILE_CALLS,
