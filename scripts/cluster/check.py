@@ -14,7 +14,6 @@ import argparse
 import json
 import lzma
 import os
-import statistics
 import subprocess
 import sys
 
@@ -27,7 +26,7 @@ import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind
 from check_report import print_tables
-from check_stats import run_medians, slope, summarize, typical_step
+from check_stats import measured_compute, run_medians, slope, summarize, typical_step
 
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's step per schedule (check_measure.MODES)
 
@@ -113,7 +112,7 @@ def analyze(a, config):
         for plan in plans:
             p, runs = predictions[plan], by_plan[plan]
             medians = run_medians(runs)
-            compute = statistics.median(r["compute_ms"] for run in runs for r in run["records"]) / 1e3
+            compute = measured_compute(runs)
             link = slope([(run["steps"], run["link_bytes"]) for run in runs]) / nodes if len(runs) > 1 else float("nan")
             rows.append({"plan": plan, "shape": p["plan"], "measured": typical_step(medians),
                          "repeats": medians, "spread": (max(medians) - min(medians)) / typical_step(medians),

@@ -31,6 +31,12 @@ def run_medians(runs):
     return [statistics.median(r["step_ms"] for r in run["records"]) / 1e3 for run in runs]
 
 
+def measured_compute(runs):
+    """A plan's measured compute per step in seconds: the median of amsp-train's compute_ms (the
+    step without its waits for communication) over every step record of every repeat."""
+    return statistics.median(r["compute_ms"] for run in runs for r in run["records"]) / 1e3
+
+
 def spearman(xs, ys):
     def ranks(v):
         order = sorted(range(len(v)), key=lambda i: v[i])

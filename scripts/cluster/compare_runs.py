@@ -32,7 +32,7 @@ from check import load_run
 from check_stats import bootstrap_floor, run_medians, separable_pairs, spearman, typical_step
 
 
-def load(path):
+def load(path, program="compare_runs.py"):
     """A saved run's configurations; exits 2 naming the file when it cannot be read as one."""
     try:
         configs = load_run(path)
@@ -41,7 +41,7 @@ def load(path):
             raise ValueError("not a list of configurations with mesh, rate and runs")
         return configs
     except (OSError, ValueError, EOFError, lzma.LZMAError) as e:
-        print(f"compare_runs.py: {path}: not a saved cluster check ({e})", file=sys.stderr)
+        print(f"{program}: {path}: not a saved cluster check ({e})", file=sys.stderr)
         sys.exit(2)
 
 
