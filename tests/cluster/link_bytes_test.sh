@@ -28,11 +28,11 @@ trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 # (93625 bytes here), so the qdisc's burst is read to within 1 %.
 status=$("$cluster" status)
 [[ $status == *"token-bucket burst 93750;"* ]] || { echo "FAIL: status does not name the burst 93750: $status"; exit 1; }
-for dev in "n0 eth0" "sw n0"; do
-  set -- $dev
-  qdisc=$(tc -n "amspntest-$1" qdisc show dev "$2")
+for link in "n0 eth0" "sw n0"; do  # namespace suffix, device: both ends of node 0's link
+  read -r ns dev <<<"$link"
+  qdisc=$(tc -n "amspntest-$ns" qdisc show dev "$dev")
   [[ $qdisc =~ burst\ ([0-9]+)b ]] && ((BASH_REMATCH[1] > 92800 && BASH_REMATCH[1] < 94700)) ||
-    { echo "FAIL: amspntest-$1 $2: expected a burst near 93750 bytes: $qdisc"; exit 1; }
+    { echo "FAIL: amspntest-$ns $dev: expected a burst near 93750 bytes: $qdisc"; exit 1; }
 done
 
 # Each node's processes run on CPUs of their own (cluster.sh's AMSP_CLUSTER_CPUS=node, the
