@@ -284,6 +284,9 @@ def main():
                     help="also measure a profile with every call after this idle gap (amsp-profile --gap-us; "
                          "0: not measured)")
     ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
+    ap.add_argument("--profile-passes", type=int, default=3,
+                    help="passes of each profile, taken in turn; the planner reads each entry's median pass "
+                         "(check_stats.median_profile; 1: the check before 2026-12-05's eighteenth session)")
     ap.add_argument("--profile-kind", choices=["auto", *PROFILE_KINDS], default="auto",
                     help="the profile the planner prices with; split: back to back for chained calls, gapped for "
                          "calls that follow compute (CommTerm::after_compute); auto: split for runs with a CPU block "
@@ -296,6 +299,8 @@ def main():
     ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
                                                     "and print again, measure nothing")
     a = ap.parse_args()
+    if a.profile_passes < 1:
+        ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it
     a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
     a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")

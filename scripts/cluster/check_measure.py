@@ -10,8 +10,10 @@ import os
 import re
 import statistics
 import subprocess
+import sys
+import time
 
-from check_stats import typical_step
+from check_stats import busy_share, median_profile, typical_step
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -33,6 +35,9 @@ CALL_PLAN = "p=1x1,g=2x1,os=2x1"
 # together with CALL_PLAN: parameters sharded inside a node (a gather before every unit's forward and
 # backward), not among the plans checked (a group that spans nodes must fill them: plan.node_filling).
 SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
+# A host busier than this with other work before a configuration gets a warning: on a quiet host
+# the check's figures reproduce (docs/planner-check-reproducibility.md, "A quiet host").
+BUSY_WARNING = 0.10
 # Runs of each compute calibration point (the rate and every --compute-turns point): the median.
 CALIBRATION_REPEATS = 3
 # amsp-train's two schedules (check.py's PREDICTION). The planner's serial step hides nothing, so the
@@ -154,9 +159,10 @@ def call_sizes(a, mesh, plans):
                    if c[2] * c[3] > 1 and c[4] > 8})
 
 
-def profile(a, mesh, plans, path, gap_us=0):
-    """amsp-profile on the cluster: back to back (gap_us = 0, the planner's profile), or every call
-    after an idle gap (--gap-us; fewer calls: --profile-gap-iterations)."""
+def profile_pass(a, mesh, plans, path, gap_us=0):
+    """One pass of amsp-profile on the cluster into `path`: back to back (gap_us = 0, the planner's
+    profile for chained calls), or every call after an idle gap (--gap-us; fewer calls:
+    --profile-gap-iterations)."""
     ranks, nodes = map(int, mesh.split("x"))
     sizes = a.profile_sizes
     if a.profile_call_sizes == "on":
@@ -166,10 +172,30 @@ def profile(a, mesh, plans, path, gap_us=0):
         "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
         "--max-iterations", str(iterations), "--gap-us", str(gap_us), "--mpi-check-calls", a.mpi_check_calls,
         "--calls", PROFILE_CALLS, "--out", path], 1800)
-    # Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
-    # AllGather, and per ring step the time of the smallest AllGather inside a node and over the
-    # most nodes (on an oversubscribed CPU, mostly scheduling delay).
-    entries = json.load(open(path))["entries"]
+    return json.load(open(path))
+
+
+def profiles(a, mesh, plans, path, gap_path):
+    """The configuration's profiles, each written to its path as the median of --profile-passes
+    passes (check_stats.median_profile), the passes taken in turn (back to back, gapped, back to
+    back, ...) so that a disturbance of the host meets few passes of either. Returns the passes
+    ([back to back], [gapped]; the gapped list empty without --profile-gap-us)."""
+    passes, gap_passes = [], []
+    for _ in range(a.profile_passes):
+        passes.append(profile_pass(a, mesh, plans, path))
+        if a.profile_gap_us:
+            gap_passes.append(profile_pass(a, mesh, plans, gap_path, a.profile_gap_us))
+    for out, done in ((path, passes), (gap_path, gap_passes)):
+        if done:
+            with open(out, "w") as f:
+                json.dump(median_profile(done), f)
+    return passes, gap_passes
+
+
+def analytic_links(entries, nodes):
+    """Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
+    AllGather, and per ring step the time of the smallest AllGather inside a node and over the
+    most nodes (on an oversubscribed CPU, mostly scheduling delay)."""
 
     def ag(pred):
         return sorted((e for e in entries if e["op"] == "all_gather" and pred(e["group"])), key=lambda e: e["bytes"])
@@ -184,20 +210,40 @@ def profile(a, mesh, plans, path, gap_us=0):
             "inter_latency": across[0]["seconds"] / ring_steps(across[0]) if nodes > 1 else 0.0}
 
 
+def host_busy(seconds=2.0):
+    """The share of the host's CPU time that went to anything over `seconds` (/proc/stat), read
+    with nothing of the check running (before a configuration, and after it with the cluster
+    down): other work on the machine then (a build, a test suite, an analysis) disturbs the
+    measured steps and profiles (docs/planner-check-reproducibility.md, "A quiet host"). A
+    disturbance that starts and ends within a configuration is not seen."""
+    with open("/proc/stat") as f:
+        before = f.readline()
+    time.sleep(seconds)
+    with open("/proc/stat") as f:
+        return busy_share(before, f.readline())
+
+
+def warn_if_busy(share, when):
+    if share > BUSY_WARNING:
+        print(f"  WARNING: the host was {100 * share:.0f} % busy {when} with nothing of the check running: "
+              "other work on this machine disturbs the figures of this configuration", file=sys.stderr, flush=True)
+
+
 def run_config(a, mesh, rate):
     ranks, nodes = map(int, mesh.split("x"))
     plans = a.plans.split(";") if a.plans else PLANS[mesh]
     tag = f"{mesh}-{rate}"
     print(f"=== {tag}: cluster up, calibration, profile", flush=True)
+    busy_before = host_busy()
+    warn_if_busy(busy_before, f"before {tag}")
     sh([CLUSTER, "up", str(nodes), str(ranks), rate], 120)
     burst = re.search(r"token-bucket burst (\S+);", sh([CLUSTER, "status"], 30)).group(1)
     launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]
     calibration = calibrate(a, mesh, launcher)
     prof_path = os.path.join(a.work, f"profile-{tag}.json")
-    links = profile(a, mesh, plans, prof_path)
     gap_path = os.path.join(a.work, f"profile-gap-{tag}.json")
-    if a.profile_gap_us:
-        profile(a, mesh, plans, gap_path, a.profile_gap_us)
+    passes, gap_passes = profiles(a, mesh, plans, prof_path, gap_path)
+    links = analytic_links(json.load(open(prof_path))["entries"], nodes)
     runs = {mode: {p: [] for p in plans} for mode in a.modes}
     # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s; overheads()
     # fits them): the steps without overlap of two plans that are NOT among the plans checked, run
@@ -230,6 +276,9 @@ def run_config(a, mesh, rate):
     calibration["call_plan_overlap_runs"] = calibration_runs[CALL_PLAN, "overlap"]
     calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
     sh([CLUSTER, "down"], 60)
+    busy_after = host_busy()
+    warn_if_busy(busy_after, f"after {tag}")
+    print(f"  host: {100 * busy_before:.0f} % busy before, {100 * busy_after:.0f} % after", flush=True)
     return {"mesh": mesh, "rate": rate, "plans": plans, "calibration": calibration, "links": links,
             # How the nodes shared the host's CPUs (scripts/cluster.sh); runs saved before it have none.
             "cpus": os.environ.get("AMSP_CLUSTER_CPUS", "node"),
@@ -248,7 +297,18 @@ def run_config(a, mesh, rate):
             # The profiles themselves: the paths above are overwritten by the next run in the same
             # directory, and a saved run must reanalyse anywhere (embedded_profile).
             "profile_data": json.load(open(prof_path)),
-            **({"profile_gap_data": json.load(open(gap_path))} if a.profile_gap_us else {})}
+            **({"profile_gap_data": json.load(open(gap_path))} if a.profile_gap_us else {}),
+            # Each pass the profiles above are the median of (runs saved before 2026-12-05's
+            # eighteenth session: one pass, no such fields); the host's load around it (host_busy).
+            "profile_passes": passes, **({"profile_gap_passes": gap_passes} if a.profile_gap_us else {}),
+            "host": {"busy_before": busy_before, "busy_after": busy_after, "cpus": os.cpu_count(),
+                     "cpu": cpu_model()}}
+
+
+def cpu_model():
+    """The host's CPU model as /proc/cpuinfo names it (hosts differ: docs/planner-check-reproducibility.md)."""
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
 
 
 def measured_computing(runs, n):

@@ -21,6 +21,18 @@ def verdict(s):
     return "met: " + (", ".join(hit) or "none") + ("; missed: " + ", ".join(miss) if miss else "")
 
 
+def host_line(config):
+    """The host's load and the profiles' passes as the run saved them (check_measure.host_busy);
+    runs saved before 2026-12-05's eighteenth session have neither."""
+    host = config.get("host")
+    passes = len(config.get("profile_passes", [])) or 1
+    if not host:
+        return f" Profiles: {passes} pass."
+    return (f" Host ({host['cpu']}, {host['cpus']} CPUs): {100 * host['busy_before']:.0f} % busy before the "
+            f"configuration, {100 * host['busy_after']:.0f} % after (nothing of the check running); "
+            f"profiles: the median of {passes} passes.")
+
+
 def print_tables(config):
     m, links = config["model"], config["links"]
     train_args = f"; amsp-train {config['train_args']}" if config.get("train_args") else ""
@@ -32,7 +44,7 @@ def print_tables(config):
           f"overlap slowdown κ {m['overlap_slowdown']:.3f} (from {m['overlap_slowdown_from']}); "
           f"CPU contention, computing ranks:seconds per sequence: {m['contention'][0]}. Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
-          f"inter ring step.\n")
+          f"inter ring step.{host_line(config)}\n")
     for mode, rows in config["tables"].items():
         args = config.get("serial_args", "--no-overlap") if mode == "serial" else " ".join(MODES[mode])
         print(f"{mode} (amsp-train {args or 'default'}; planner's "

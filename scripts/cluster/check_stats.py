@@ -2,7 +2,8 @@
 runs (typical_step, by STEP_ESTIMATOR, which check.py's main sets from --estimator), Spearman's
 rank correlation, a least-squares slope, one row per distinct plan, the three targets (summarize),
 the best fit of the overheads (--diagnose), the pairs the measurement can order and the bootstrap
-noise floor. Arithmetic on rows of numbers only: no cluster, no planner, no printing."""
+noise floor, the median of a profile's passes (median_profile) and how busy the host's CPUs were
+(busy_share). Arithmetic on rows of numbers only: no cluster, no planner, no printing."""
 import random
 import statistics
 
@@ -157,3 +158,42 @@ def bootstrap_floor(rows, draws=2000, seed=1):
         rho_ok += rhos[-1] >= 0.9
         pick_ok += again[pick] / min(again) - 1 <= 0.05
     return statistics.mean(errors), statistics.mean(rhos), rho_ok / draws, pick_ok / draws
+
+
+def median_profile(passes):
+    """One bandwidth profile from several passes of amsp-profile over the same entries (op, group,
+    bytes): each entry as its median pass gave it (the lower of the two middle ones for an even
+    count), every field of that pass kept together. A pass disturbed throughout (run y's
+    back-to-back profile on 4x2 at 1 Gbit/s read 1.33x the level of eight other runs) or in a few
+    entries (a tenth of the gapped entries of one pass 1.25x or more from another's on a quiet
+    host) then moves no entry; interleaved with the other profile's passes, so that a disturbance of
+    a minute meets at most one pass of each. An entry missing from any pass is an error (the passes
+    measured different things)."""
+    if not passes:
+        raise ValueError("median_profile: no passes")
+    keyed = [{(e["op"], e["group"], e["bytes"]): e for e in p["entries"]} for p in passes]
+    keys = list(keyed[0])
+    for i, k in enumerate(keyed[1:], 1):
+        if set(k) != set(keys):
+            raise ValueError(f"median_profile: pass {i} has other entries than pass 0 "
+                             f"({len(set(k) ^ set(keys))} differ)")
+    entries = []
+    for key in keys:
+        ranked = sorted((k[key] for k in keyed), key=lambda e: e["seconds"])
+        entries.append(ranked[(len(ranked) - 1) // 2])
+    return {**passes[0], "entries": entries, "passes": len(passes)}
+
+
+def busy_share(before, after):
+    """The share of the host's CPU time that was not idle between two readings of /proc/stat's
+    first line ("cpu user nice system idle iowait irq softirq steal ..."): 1 − Δ(idle + iowait) /
+    Δ(all). Steal counts as busy (a neighbour of the virtual machine took the time)."""
+    b = [int(x) for x in before.split()[1:]]
+    a = [int(x) for x in after.split()[1:]]
+    if len(a) < 5 or len(a) != len(b):
+        raise ValueError(f"busy_share: not /proc/stat cpu lines: {before!r}, {after!r}")
+    delta = [y - x for x, y in zip(b, a)]
+    total = sum(delta[:8])  # guest and guest_nice are already counted in user and nice
+    if total <= 0:
+        raise ValueError("busy_share: no CPU time passed between the readings")
+    return 1.0 - (delta[3] + delta[4]) / total

@@ -6,6 +6,7 @@ slopes are known). Exit 0 on success, 1 with the failed checks listed."""
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster"))
@@ -262,6 +263,43 @@ for runs, want in (([0.045, 0.047], 0.3), ([0.035], 0.0), ([0.07], 1.0)):
     kappa_config["calibration"]["call_plan_overlap_runs"] = runs
     expect(f"kappa calibrated from {runs}", check.overlap_slowdown(KappaArgs(), kappa_config, [], 0, 0)[0], want, 1e-5)
 check.sh = saved_sh
+
+# A profile from its passes: each entry as its median pass gave it, every field of that pass.
+def entry(op, seconds, extra):
+    return {"op": op, "group": "4x2", "bytes": 4096, "seconds": seconds, "busbw_gbps": extra}
+
+
+passes = [{"format": "f", "entries": [entry("all_gather", 3.0, "a0"), entry("all_reduce", 1.0, "r0")]},
+          {"format": "f", "entries": [entry("all_reduce", 9.0, "r1"), entry("all_gather", 1.0, "a1")]},
+          {"format": "f", "entries": [entry("all_gather", 2.0, "a2"), entry("all_reduce", 2.0, "r2")]}]
+merged = {e["op"]: e for e in check_stats.median_profile(passes)["entries"]}
+expect("median pass of an entry", (merged["all_gather"]["seconds"], merged["all_gather"]["busbw_gbps"]), (2.0, "a2"))
+expect("median pass, other entry", (merged["all_reduce"]["seconds"], merged["all_reduce"]["busbw_gbps"]), (2.0, "r2"))
+expect("passes counted", check_stats.median_profile(passes)["passes"], 3)
+# Two passes: the lower of the middle two (the faster pass, not a mean of the two).
+expect("even count: lower middle", check_stats.median_profile(passes[:2])["entries"][0]["seconds"], 1.0)
+for name, bad in (("no passes", []), ("other entries", [passes[0], {"entries": [entry("all_gather", 1.0, "x")]}])):
+    try:
+        check_stats.median_profile(bad)
+        failures.append(f"median_profile accepted {name}")
+    except ValueError:
+        pass
+
+# The host's busy share from two /proc/stat lines: user nice system idle iowait irq softirq steal
+# moved by 30 5 10 40 10 0 3 2 (100 ticks), of which idle + iowait 50: busy 0.5.
+expect("busy share", check_stats.busy_share("cpu 100 0 50 1000 20 0 7 0 0 0", "cpu 130 5 60 1040 30 0 10 2 0 0"), 0.5)
+for before, after in (("cpu 1 2 3", "cpu 1 2 3"), ("cpu 1 1 1 1 1 1 1 1", "cpu 1 1 1 1 1 1 1 1")):
+    try:
+        check_stats.busy_share(before, after)
+        failures.append(f"busy_share accepted {before!r} -> {after!r}")
+    except ValueError:
+        pass
+
+# A bad --profile-passes stops the check before it measures anything: exit 2, the value named.
+bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), "--profile-passes", "0",
+                      "--reanalyze", "nothing.json"], capture_output=True, text=True)
+expect("--profile-passes 0 exits 2", bad.returncode, 2)
+expect("--profile-passes 0 is named", "--profile-passes must be at least 1, got 0" in bad.stderr, True)
 
 if failures:
     print("\n".join(failures))
