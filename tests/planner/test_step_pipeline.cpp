@@ -96,6 +96,29 @@ TEST_CASE("pipelined step: a call queued behind another is priced back to back")
                        doctest::Contains("planner.pipeline"), amsp::error);
 }
 
+TEST_CASE("pipelined step: the spread's first piece, on idle links, is priced after a gap") {
+  // As "a unit's forward waits for its spread", the spread 1 s after a gap (0.5 per unit) and 4 s
+  // back to back: update 0-1, spread 0 on the idle stream 1-1.5, spread 1 queued behind it 1.5-3.5;
+  // forward 0 at 1.5-2.5, forward 1 waits for its spread: 3.5-4.5; backward 1 at 4.5-6.5, its
+  // ReduceScatter 6.5-7.5; backward 0 at 6.5-8.5, its ReduceScatter 8.5-9.5.
+  const UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, true};
+  const std::vector<CommTerm> terms{term(TrafficTerm::grad_reduce_os, Window::last_backward),
+                                    term(TrafficTerm::param_spread, Window::first_forward)};
+  const std::vector<double> gapped{100.0, 1.0};  // the ReduceScatters find the stream idle: their term price
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {2.0, 4.0}, nullptr, &gapped) == doctest::Approx(9.5));
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {2.0, 4.0}) == doctest::Approx(11.0));  // without: back to back
+  StepCompute c{6.0, 1.0 / 3.0, 1, 1.0, 0.0};
+  c.unit_shares = halves;
+  CHECK(step_time(c, 0.0, terms, {2.0, 4.0}, nullptr, &gapped).overlapped == doctest::Approx(9.5));
+  CHECK(contended_step_time(c, 1.0, CpuContention{}, 0.0, terms, {2.0, 4.0}, nullptr, &gapped).overlapped.overlapped ==
+        doctest::Approx(9.5));
+  // The schedule without overlap is not the pipeline's: the spread stays back to back there.
+  CHECK(step_time(c, 0.0, terms, {2.0, 4.0}, nullptr, &gapped).serial == doctest::Approx(6.0 + 6.0 + 1.0));
+  const std::vector<double> wrong_size{1.0};
+  CHECK_THROWS_WITH_AS((void)pipelined_step_seconds(u, 0.0, terms, {2.0, 4.0}, nullptr, &wrong_size),
+                       doctest::Contains("gapped"), amsp::error);
+}
+
 TEST_CASE("pipelined step: two streams crossing nodes share the links") {
   // Update 0-1; spreads (2 s per unit alone) and forward gathers (2 s per unit alone) on the
   // two streams, all across nodes; weights kept, no reductions. Spread 0 alone at 1-3; at 3

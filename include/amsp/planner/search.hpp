@@ -73,10 +73,13 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.schedule,
                              in.cluster.reserved_bytes);
   e.fits = e.memory.total() <= in.cluster.gpu_memory_bytes;
-  std::vector<double> seconds, chained;  // chained: every call back to back (the overlapped step's queued calls)
+  // chained: every call back to back (the overlapped step's queued calls); gapped: every call after
+  // an idle gap (the spread's first call in the overlapped step)
+  std::vector<double> seconds, chained, gapped;
   for (const CommTerm& t : terms) {
     seconds.push_back(t.seconds(in.cluster));
     chained.push_back(t.seconds(in.cluster, false));
+    gapped.push_back(t.seconds(in.cluster, true));
     const bool measured = std::all_of(t.calls.begin(), t.calls.end(), [&](const CollectiveCall& c) {
       return in.cluster.measured(c.op, c.group);
     });
@@ -84,7 +87,7 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
     e.comm_seconds += seconds.back();
   }
   e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds, units, in.schedule.reshard_after_forward,
-                     &chained);
+                     &chained, &gapped);
   return e;
 }
 }  // namespace detail

@@ -92,10 +92,12 @@ struct StepCompute {
 /// Step time from the compute side and the seconds of each term (in `terms` order, as
 /// CommTerm::seconds prices them); κ is the overlap slowdown (cluster.hpp); `chained_seconds`
 /// (optional, every call back to back) prices the overlapped step's calls that queue behind
-/// another (pipelined_step_seconds). MFU is left 0 (it needs a FLOP model).
+/// another and `gapped_seconds` (optional, every call after an idle gap) the spread's first
+/// (pipelined_step_seconds). MFU is left 0 (it needs a FLOP model).
 [[nodiscard]] inline StepTime step_time(const StepCompute& compute, double overlap_slowdown,
                                         const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
-                                        const std::vector<double>* chained_seconds = nullptr) {
+                                        const std::vector<double>* chained_seconds = nullptr,
+                                        const std::vector<double>* gapped_seconds = nullptr) {
   const double per_mb = compute.per_micro_batch;
   const double M = compute.micro_batches;
   const double forward = per_mb * compute.forward_fraction;
@@ -120,7 +122,9 @@ struct StepCompute {
   if (!compute.unit_shares.empty()) {
     const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
                              compute.gather_in_backward};
-    if (const double t = pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds); t >= 0) {
+    if (const double t =
+            pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
+        t >= 0) {
       s.overlapped = t + compute.wait;
       return s;
     }
@@ -139,7 +143,8 @@ struct StepCompute {
 [[nodiscard]] inline StepTime step_time(const Plan& plan, const ModelSpec& m, const Workload& w, const Cluster& c,
                                         const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
                                         std::span<const Module> units = {}, bool gather_in_backward = true,
-                                        const std::vector<double>* chained_seconds = nullptr) {
+                                        const std::vector<double>* chained_seconds = nullptr,
+                                        const std::vector<double>* gapped_seconds = nullptr) {
   const StepCompute compute{micro_batch_compute_seconds(m, w, c),
                             w.recompute ? 0.25 : 1.0 / 3.0,
                             w.micro_batches,
@@ -150,7 +155,7 @@ struct StepCompute {
                             units.empty() || c.gather_scatter != GatherScatterAlgorithm::recursive
                                 ? BackwardStagger{}
                                 : backward_stagger(terms, c, w.micro_batches, gather_in_backward)};
-  StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds);
+  StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);
   s.mfu_serial = model_flops / (s.serial * c.peak_flops);
@@ -187,11 +192,12 @@ namespace detail {
 /// everywhere: one rank beside seven spinning waiters may be slower than beside one other).
 inline StepTime contended_schedule(StepCompute compute, double samples, const CpuContention& cpu, double kappa,
                                    const std::vector<CommTerm>& terms, const std::vector<double>& term_seconds,
-                                   const std::vector<double>* chained_seconds, double StepTime::*total,
+                                   const std::vector<double>* chained_seconds,
+                                   const std::vector<double>* gapped_seconds, double StepTime::*total,
                                    double& computing) {
   const auto step_at = [&](double k) {
     compute.per_micro_batch = cpu.seconds_per_sample(k) * samples;
-    return step_time(compute, kappa, terms, term_seconds, chained_seconds);
+    return step_time(compute, kappa, terms, term_seconds, chained_seconds, gapped_seconds);
   };
   const auto implied = [&](double k) {
     const StepTime s = step_at(k);
@@ -217,9 +223,10 @@ inline StepTime contended_schedule(StepCompute compute, double samples, const Cp
                                                            const CpuContention& cpu, double overlap_slowdown,
                                                            const std::vector<CommTerm>& terms,
                                                            const std::vector<double>& term_seconds,
-                                                           const std::vector<double>* chained_seconds = nullptr) {
+                                                           const std::vector<double>* chained_seconds = nullptr,
+                                                           const std::vector<double>* gapped_seconds = nullptr) {
   if (!cpu.enabled()) {
-    const StepTime s = step_time(compute, overlap_slowdown, terms, term_seconds, chained_seconds);
+    const StepTime s = step_time(compute, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
     return {s, s, 0.0, 0.0};
   }
   validate(cpu);
@@ -227,9 +234,9 @@ inline StepTime contended_schedule(StepCompute compute, double samples, const Cp
         samples_per_micro_batch);
   ContendedStepTime out;
   out.serial = detail::contended_schedule(compute, samples_per_micro_batch, cpu, overlap_slowdown, terms, term_seconds,
-                                          chained_seconds, &StepTime::serial, out.computing_serial);
+                                          chained_seconds, gapped_seconds, &StepTime::serial, out.computing_serial);
   out.overlapped = detail::contended_schedule(compute, samples_per_micro_batch, cpu, overlap_slowdown, terms,
-                                              term_seconds, chained_seconds, &StepTime::overlapped,
+                                              term_seconds, chained_seconds, gapped_seconds, &StepTime::overlapped,
                                               out.computing_overlapped);
   return out;
 }

@@ -26,7 +26,12 @@
 // A gather or reduction that finds its stream idle is priced as its term is in the schedule
 // without overlap (CommTerm::after_compute: a call after compute, links drained); one queued
 // behind another piece of its stream as a call back to back (`chained_seconds`), which is what a
-// slow link makes of the engine's calls: each waits for the one before.
+// slow link makes of the engine's calls: each waits for the one before. The spread's first piece
+// finds the links idle too (since the step's last reduction, the norm and the update): priced
+// from `gapped_seconds` (every call after an idle gap) when given. Per-rank traces at 1 Gbit/s
+// (docs/planner-check-reproducibility.md, "A quiet host") put ZeRO-1's first forward as late as
+// DDP's, where the back-to-back price made it wait 1.2-1.5 ms; at 100 Mbit/s the spread's first
+// call took its gapped price.
 
 #include <algorithm>
 #include <cmath>
@@ -121,19 +126,25 @@ struct PipelineStream {
 /// negative value when a term is not one of the engine's (the paper's terms: step_model.hpp's
 /// windows price those). `chained_seconds` (one per term, every call priced back to back) prices
 /// a gather or reduction queued behind another; without it `term_seconds` prices every piece.
+/// `gapped_seconds` (one per term, every call priced after an idle gap) prices the spread's first
+/// piece; without it `term_seconds` does.
 [[nodiscard]] inline double pipelined_step_seconds(const UnitSchedule& u, double overlap_slowdown,
                                                    const std::vector<CommTerm>& terms,
                                                    const std::vector<double>& term_seconds,
-                                                   const std::vector<double>* chained_seconds = nullptr) {
+                                                   const std::vector<double>* chained_seconds = nullptr,
+                                                   const std::vector<double>* gapped_seconds = nullptr) {
   const std::size_t n = u.shares.size();
   check(n > 0 && u.micro_batches >= 1 && term_seconds.size() == terms.size() &&
-            (!chained_seconds || chained_seconds->size() == terms.size()),
+            (!chained_seconds || chained_seconds->size() == terms.size()) &&
+            (!gapped_seconds || gapped_seconds->size() == terms.size()),
         "planner.pipeline", "need units, micro-batches >= 1 and one time per term, got ", n, " units, ",
         u.micro_batches, " micro-batches, ", term_seconds.size(), " times (",
-        chained_seconds ? chained_seconds->size() : term_seconds.size(), " chained) for ", terms.size(), " terms");
+        chained_seconds ? chained_seconds->size() : term_seconds.size(), " chained, ",
+        gapped_seconds ? gapped_seconds->size() : term_seconds.size(), " gapped) for ", terms.size(), " terms");
   const int M = u.micro_batches;
   // Per-step seconds of each slot of the schedule: [0] as the terms price it, [1] queued.
   double gathers[2] = {}, each_reduction[2] = {}, last_reduction[2] = {}, spread = 0, norm = 0;
+  double spread_first = 0;  // the spread's price on idle links (its first piece)
   bool gathers_cross = false, comm_crosses = false;  // whether each stream's calls use the node links
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const std::string& name = terms[i].name;
@@ -144,7 +155,8 @@ struct PipelineStream {
     if (name == name_of(TrafficTerm::param_gather)) gathers[0] += t, gathers[1] += queued, gathers_cross |= crosses;
     else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) add(each_reduction);
     else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) add(last_reduction);
-    else if (name == name_of(TrafficTerm::param_spread)) spread += t, comm_crosses |= crosses;
+    else if (name == name_of(TrafficTerm::param_spread))
+      spread += t, spread_first += gapped_seconds ? (*gapped_seconds)[i] : t, comm_crosses |= crosses;
     else if (name == name_of(TrafficTerm::grad_norm)) norm += t;
     else return -1.0;
   }
@@ -166,7 +178,8 @@ struct PipelineStream {
     };
     detail::Intervals compute;  // each unit's compute
     std::vector<double> spread_end(n);
-    for (std::size_t i = 0; i < n; ++i) spread_end[i] = comm.run(u.update, spread * u.shares[i], spread * u.shares[i]);
+    for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
+      spread_end[i] = comm.run(u.update, spread_first * u.shares[i], spread * u.shares[i]);
     double t = u.update;
     for (int m = 0; m < M; ++m) {
       // The first micro-batch's use of unit i waits for its spread.
