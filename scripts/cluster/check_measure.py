@@ -36,7 +36,7 @@ CALL_PLAN = "p=1x1,g=2x1,os=2x1"
 # backward), not among the plans checked (a group that spans nodes must fill them: plan.node_filling).
 SYNC_PLAN = {"4x2": "p=2x1,g=4x1,os=4x1", "2x4": "p=2x1,g=2x1,os=2x2"}
 # A host busier than this with other work before a configuration gets a warning: on a quiet host
-# the check's figures reproduce (docs/planner-check-reproducibility.md, "A quiet host").
+# the check's figures reproduce (docs/planner-check-quiet-host.md).
 BUSY_WARNING = 0.10
 # Runs of each compute calibration point (the rate and every --compute-turns point): the median.
 CALIBRATION_REPEATS = 3
@@ -214,8 +214,8 @@ def host_busy(seconds=2.0):
     """The share of the host's CPU time that went to anything over `seconds` (/proc/stat), read
     with nothing of the check running (before a configuration, and after it with the cluster
     down): other work on the machine then (a build, a test suite, an analysis) disturbs the
-    measured steps and profiles (docs/planner-check-reproducibility.md, "A quiet host"). A
-    disturbance that starts and ends within a configuration is not seen."""
+    measured steps and profiles (docs/planner-check-quiet-host.md). A disturbance that starts and
+    ends within a configuration is not seen."""
     with open("/proc/stat") as f:
         before = f.readline()
     time.sleep(seconds)

@@ -29,9 +29,9 @@
 // slow link makes of the engine's calls: each waits for the one before. The spread's first piece
 // finds the links idle too (since the step's last reduction, the norm and the update): priced
 // from `gapped_seconds` (every call after an idle gap) when given. Per-rank traces at 1 Gbit/s
-// (docs/planner-check-reproducibility.md, "A quiet host") put ZeRO-1's first forward as late as
-// DDP's, where the back-to-back price made it wait 1.2-1.5 ms; at 100 Mbit/s the spread's first
-// call took its gapped price.
+// (docs/planner-check-quiet-host.md) put ZeRO-1's first forward as late as DDP's, where the
+// back-to-back price made it wait 1.2-1.5 ms; at 100 Mbit/s the spread's first call took its
+// gapped price.
 
 #include <algorithm>
 #include <cmath>

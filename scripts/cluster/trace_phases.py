@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Where a step's time goes, across ranks, from amsp-train --timeline PREFIX traces
+(PREFIX.rank<R>.json): per step (from the first rank entering it, its `start_micro_batch` wait,
+to the first rank entering the next), when the last rank starts its first forward (the step's
+first gather or spread and the ranks' own spread), ends the forward of the last bucket, ends the
+backward of bucket 0, and when the next step starts; then each rank's device time in the step
+(mean over ranks). Medians over the steps after --skip; the last `start_micro_batch` wait only
+ends the step before it. Compare the plans of one mesh and rate, or a plan with the model's schedule
+(docs/planner-check-quiet-host.md).
+Usage: trace_phases.py PREFIX [--skip 2]"""
+import argparse
+import statistics
+import sys
+
+from trace_calls import load
+
+
+def rank_steps(events):
+    """A rank's steps: (start, next start, first forward's start, last forward's end, backward 0's
+    end, device time) in us, one per `start_micro_batch` wait but the last."""
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "wait" and e["name"] == "start_micro_batch")
+    device = sorted((e for e in events if e.get("cat") == "device"), key=lambda e: e["ts"])
+    out = []
+    for t0, t1 in zip(starts, starts[1:]):
+        inside = [e for e in device if t0 <= e["ts"] < t1]
+        forward = [e for e in inside if e["name"] == "forward"]
+        backward = [e for e in inside if e["name"] == "backward"]
+        if not forward or not backward:
+            print(f"trace_phases.py: a step without forward or backward device events at {t0} us [rule cli.value]",
+                  file=sys.stderr)
+            sys.exit(2)
+        last_bucket = max(e["args"]["bucket"] for e in forward)
+        last_forward = max(e["ts"] + e["dur"] for e in forward if e["args"]["bucket"] == last_bucket)
+        backward_0 = max(e["ts"] + e["dur"] for e in backward if e["args"]["bucket"] == 0)
+        out.append((t0, t1, min(e["ts"] for e in forward), last_forward, backward_0, sum(e["dur"] for e in inside)))
+    return out
+
+
+def phases(ranks, skip):
+    """Medians over steps skip.. of (last first-forward start, last forward end, last backward end,
+    next step, mean device time), ms from the first rank entering the step."""
+    steps = [rank_steps(events) for events in ranks]
+    n = min(len(s) for s in steps)
+    if n <= skip:
+        print(f"trace_phases.py: --skip {skip}: the traces have {n} complete steps [rule cli.value]", file=sys.stderr)
+        sys.exit(2)
+    rows = []
+    for k in range(skip, n):
+        t0 = min(s[k][0] for s in steps)
+        rows.append((max(s[k][2] for s in steps) - t0, max(s[k][3] for s in steps) - t0,
+                     max(s[k][4] for s in steps) - t0, min(s[k][1] for s in steps) - t0,
+                     statistics.mean(s[k][5] for s in steps)))
+    return [statistics.median(r[i] for r in rows) / 1e3 for i in range(5)], len(rows)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("prefix")
+    p.add_argument("--skip", type=int, default=2, help="steps left out at the start (default 2)")
+    a = p.parse_args()
+    if a.skip < 0:
+        print(f"trace_phases.py: --skip must be at least 0, got {a.skip} [rule cli.value]", file=sys.stderr)
+        sys.exit(2)
+    (first, forward, backward, step, device), n = phases(load(a.prefix), a.skip)
+    print(f"{a.prefix}: last rank's first forward starts {first:.2f} | forward ends {forward:.2f} | "
+          f"backward ends {backward:.2f} | next step {step:.2f} | device time per rank {device:.2f} "
+          f"(ms from the first rank entering the step, medians over {n} steps)")
+
+
+if __name__ == "__main__":
+    main()

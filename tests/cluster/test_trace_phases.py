@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""scripts/cluster/trace_phases.py on a hand-made two-rank trace of three steps, against
+hand-computed medians; and bad input (no traces, --skip past the steps, a negative --skip)
+exiting 2. Exit 0 on success, 1 with the failed checks listed."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster", "trace_phases.py")
+failures = []
+
+
+def expect(name, got, want):
+    if got != want:
+        failures.append(f"{name}: got {got!r}, want {want!r}")
+
+
+def device(name, bucket, ts, dur):
+    return {"name": name, "cat": "device", "ph": "X", "ts": ts, "dur": dur, "tid": 0, "args": {"bucket": bucket}}
+
+
+def rank(offset, last_backward, slow_step):
+    """Steps of 100 ms from `offset` us; forward buckets 0 and 1, backward 1 then 0 (us from the
+    rank's step start); backward 0 lasts `last_backward`, 40 ms longer in step `slow_step`."""
+    events = []
+    for k in range(4):
+        t0 = offset + 100000 * k
+        events.append({"name": "start_micro_batch", "cat": "wait", "ph": "X", "ts": t0, "dur": 0, "tid": 0,
+                       "args": {}})
+        if k == 3:
+            break  # the last wait only ends step 2
+        back0 = last_backward + (40000 if k == slow_step else 0)
+        events += [device("forward", 0, t0 + 10000, 5000), device("forward", 1, t0 + 20000, 10000),
+                   device("backward", 1, t0 + 40000, 10000), device("backward", 0, t0 + 50000, back0)]
+    return {"traceEvents": events}
+
+
+def run(*args):
+    r = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+with tempfile.TemporaryDirectory() as d:
+    prefix = os.path.join(d, "t")
+    # Rank 0 enters each step at 0, 100, 200 ms, rank 1 5 ms later; rank 0's backward 0 lasts 20 ms,
+    # 60 in step 1, rank 1's 30. Per step from the first rank: the last first forward starts at
+    # 5 + 10 = 15 ms, the last forward ends at 5 + 30 = 35, the last backward at 5 + 50 + 30 = 85
+    # (in step 1 rank 0's, 50 + 60 = 110), the next step at 100; device per rank 45 and 55 ms, mean
+    # 50 (rank 0 85 in step 1: 70). Medians over the three steps: 15, 35, 85 (a mean: 93.3), 100, 50.
+    json.dump(rank(0, 20000, 1), open(f"{prefix}.rank0.json", "w"))
+    json.dump(rank(5000, 30000, -1), open(f"{prefix}.rank1.json", "w"))
+    code, out = run(prefix, "--skip", "0")
+    expect("exit", code, 0)
+    for text in ("first forward starts 15.00", "forward ends 35.00", "backward ends 85.00", "next step 100.00",
+                 "device time per rank 50.00", "medians over 3 steps"):
+        expect(f"prints {text!r}", text in out, True)
+    code, out = run(prefix)  # --skip 2 by default: step 2 alone (rank 0 not slow there)
+    expect("default skip", "medians over 1 steps" in out and "backward ends 85.00" in out, True)
+    for args, named in (((os.path.join(d, "none"),), "no "), ((prefix, "--skip", "3"), "--skip 3"),
+                        ((prefix, "--skip", "-1"), "--skip must be at least 0")):
+        code, out = run(*args)
+        expect(f"{args[1:]} exits 2", code, 2)
+        expect(f"{args[1:]} names the value", named in out, True)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("trace_phases.py: all checks passed")
