@@ -306,7 +306,7 @@ def run_config(a, mesh, rate):
 
 
 def cpu_model():
-    """The host's CPU model as /proc/cpuinfo names it (hosts differ: docs/planner-check-reproducibility.md)."""
+    """The host's CPU model as /proc/cpuinfo names it (hosts differ: docs/planner-check-quiet-host.md)."""
     with open("/proc/cpuinfo") as f:
         return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
 
