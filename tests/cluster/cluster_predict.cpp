@@ -183,17 +183,12 @@ int run(int argc, char** argv) {
     const Plan plan = parse_plan(name, mesh);
     const PlanGroups groups(mesh, plan);
     const std::vector<CommTerm> terms = comm_terms(groups, units, M, schedule);
-    // chained: every call back to back (the overlapped step's queued calls); gapped: every call after
-    // an idle gap (the spread's first call in the overlapped step)
-    std::vector<double> seconds, chained, gapped;
+    const TermPrices prices = term_prices(terms, cluster);
     std::string call_list;  // every call, for the analysis of the model's terms (scripts/cluster/check.py)
     Cluster bare = cluster;
     bare.call_overhead_s = bare.step_overhead_s = bare.sync_overhead_s = 0;
     double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
     for (const CommTerm& t : terms) {
-      seconds.push_back(t.seconds(cluster));
-      chained.push_back(t.seconds(cluster, false));
-      gapped.push_back(t.seconds(cluster, true));
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
       for (const CollectiveCall& c : t.calls) {
         calls += c.count;
@@ -215,7 +210,8 @@ int run(int argc, char** argv) {
     if (stagger) step.stagger = backward_stagger(terms, cluster, M, step.gather_in_backward);
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
     step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);
-    const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, seconds, &chained, &gapped);
+    const ContendedStepTime c = contended_step_time(step, samples, contention, kappa, terms, prices.seconds,
+                                                    &prices.chained, &prices.gapped);
     const StepTime& s = c.overlapped;
     std::printf("{\"plan\":\"%s\",\"name\":\"%s\",\"serial\":%.6f,\"overlapped\":%.6f,\"compute\":%.6f,"
                 "\"compute_serial\":%.6f,\"computing_serial\":%.3f,\"computing_overlapped\":%.3f,"

@@ -8,6 +8,7 @@
 // communication, then less memory, then to enumeration order, so the result is deterministic.
 
 #include <algorithm>
+#include <cstddef>
 #include <span>
 #include <string>
 #include <utility>
@@ -73,21 +74,17 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.schedule,
                              in.cluster.reserved_bytes);
   e.fits = e.memory.total() <= in.cluster.gpu_memory_bytes;
-  // chained: every call back to back (the overlapped step's queued calls); gapped: every call after
-  // an idle gap (the spread's first call in the overlapped step)
-  std::vector<double> seconds, chained, gapped;
-  for (const CommTerm& t : terms) {
-    seconds.push_back(t.seconds(in.cluster));
-    chained.push_back(t.seconds(in.cluster, false));
-    gapped.push_back(t.seconds(in.cluster, true));
+  const TermPrices prices = term_prices(terms, in.cluster);
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const CommTerm& t = terms[i];
     const bool measured = std::all_of(t.calls.begin(), t.calls.end(), [&](const CollectiveCall& c) {
       return in.cluster.measured(c.op, c.group);
     });
-    e.terms.push_back({t.name, t.window, seconds.back(), t.bytes_per_rank(), t.intra_node(), measured});
-    e.comm_seconds += seconds.back();
+    e.terms.push_back({t.name, t.window, prices.seconds[i], t.bytes_per_rank(), t.intra_node(), measured});
+    e.comm_seconds += prices.seconds[i];
   }
-  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, seconds, units, in.schedule.reshard_after_forward,
-                     &chained, &gapped);
+  e.step = step_time(plan, in.model, in.workload, in.cluster, terms, prices.seconds, units,
+                     in.schedule.reshard_after_forward, &prices.chained, &prices.gapped);
   return e;
 }
 }  // namespace detail

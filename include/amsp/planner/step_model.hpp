@@ -89,6 +89,23 @@ struct StepCompute {
   BackwardStagger stagger = {};
 };
 
+/// Each term's seconds three ways, in `terms` order: as the schedule without overlap prices it
+/// (CommTerm::seconds), every call back to back (`chained`: the overlapped step's queued calls)
+/// and every call after an idle gap (`gapped`: the spread's first call there).
+struct TermPrices {
+  std::vector<double> seconds, chained, gapped;
+};
+
+[[nodiscard]] inline TermPrices term_prices(const std::vector<CommTerm>& terms, const Cluster& cluster) {
+  TermPrices p;
+  for (const CommTerm& t : terms) {
+    p.seconds.push_back(t.seconds(cluster));
+    p.chained.push_back(t.seconds(cluster, false));
+    p.gapped.push_back(t.seconds(cluster, true));
+  }
+  return p;
+}
+
 /// Step time from the compute side and the seconds of each term (in `terms` order, as
 /// CommTerm::seconds prices them); κ is the overlap slowdown (cluster.hpp); `chained_seconds`
 /// (optional, every call back to back) prices the overlapped step's calls that queue behind
