@@ -32,7 +32,9 @@
 // the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
 // at once, the others blocked; --contention-ranks ranks share the cores, default the world) prices
 // each schedule's compute at the contention its own step implies (contended_step_time); the line
-// then also has each schedule's compute and expected computing ranks.
+// then also has each schedule's compute and expected computing ranks. "phases" are the overlapped
+// schedule's (StepPhases, seconds): first forward start, forward end, backward end, end (without
+// the loss's AllReduce), for check.py --phase-traces.
 
 #include <cstdio>
 #include <cstdlib>
@@ -217,11 +219,12 @@ int run(int argc, char** argv) {
                 "\"compute_serial\":%.6f,\"computing_serial\":%.3f,\"computing_overlapped\":%.3f,"
                 "\"communication\":%.6f,\"update\":%.6f,\"expected_inter_per_rank\":%.0f,"
                 "\"link_bytes_per_node\":%.0f,\"seconds_per_sample\":%.4g,\"update_seconds_per_param\":%.4g,"
-                "\"collective_calls\":%.0f,\"calls\":[%s]}\n",
+                "\"collective_calls\":%.0f,\"calls\":[%s],\"phases\":[%.6f,%.6f,%.6f,%.6f]}\n",
                 to_string(plan).c_str(), name.c_str(), c.serial.serial, s.overlapped, s.compute, c.serial.compute,
                 c.computing_serial, c.computing_overlapped, s.communication, s.update, inter_per_rank,
                 link_bytes / mesh.nodes(), compute.seconds_per_sample, compute.update_seconds_per_param, calls,
-                call_list.c_str());
+                call_list.c_str(), s.phases.first_forward_start, s.phases.forward_end, s.phases.backward_end,
+                s.phases.end);
   }
   return 0;
 }

@@ -55,12 +55,32 @@ TEST_CASE("pipelined step: a unit's forward waits for its spread; micro-batches"
   const std::vector<CommTerm> terms{term(TrafficTerm::grad_reduce_os, Window::last_backward),
                                     term(TrafficTerm::param_spread, Window::first_forward)};
   CHECK(pipelined_step_seconds(u, 0.0, terms, {2.0, 4.0}) == doctest::Approx(11.0));
+  // The same timeline's phases: the first forward starts at 3, the forward ends at 6, the
+  // backward at 10, the step at 11; κ = 0.5 slows the end alone, by half of the 2 s of
+  // communication beside compute (unit 1's spread beside forward 0 at 3-4, the ReduceScatter
+  // beside backward 0 at 8-9).
+  StepPhases p;
+  CHECK(pipelined_step_seconds(u, 0.5, terms, {2.0, 4.0}, nullptr, nullptr, &p) == doctest::Approx(12.0));
+  CHECK(p.first_forward_start == doctest::Approx(3.0));
+  CHECK(p.forward_end == doctest::Approx(6.0));
+  CHECK(p.backward_end == doctest::Approx(10.0));
+  CHECK(p.end == doctest::Approx(12.0));
   // Two micro-batches of forward 1 s and backward 2 s, the replica AllReduce (2 s) in the last
   // only: 0-1 forward, 1-3 backward; 3-4 forward, backward 1 at 4-5 then its AllReduce 5-6,
   // backward 0 at 5-6, its AllReduce 6-7.
   const UnitSchedule two{halves, 1.0, 2.0, 2, 0.0, true};
   const std::vector<CommTerm> replicas{term(TrafficTerm::grad_replicas, Window::last_backward)};
   CHECK(pipelined_step_seconds(two, 0.0, replicas, {2.0}) == doctest::Approx(7.0));
+  // The phases of the last micro-batch: its forward ends at 4, its backward at 6; step_time
+  // hands them on (the step's wait after them, in .overlapped alone).
+  StepCompute c{3.0, 1.0 / 3.0, 2, 0.0, 0.25};
+  c.unit_shares = halves;
+  const StepTime s = step_time(c, 0.0, replicas, {2.0});
+  CHECK(s.overlapped == doctest::Approx(7.25));
+  CHECK(s.phases.first_forward_start == doctest::Approx(0.0));
+  CHECK(s.phases.forward_end == doctest::Approx(4.0));
+  CHECK(s.phases.backward_end == doctest::Approx(6.0));
+  CHECK(s.phases.end == doctest::Approx(7.0));
 }
 
 TEST_CASE("pipelined step: a call queued behind another is priced back to back") {

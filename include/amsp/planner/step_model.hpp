@@ -58,6 +58,7 @@ struct StepTime {
   double serial = 0;           ///< step seconds without overlap
   double mfu = 0;              ///< with overlap
   double mfu_serial = 0;       ///< without overlap
+  StepPhases phases;           ///< the overlapped schedule's phases (all 0 where the phase windows price the step)
 };
 
 /// Compute seconds of one micro-batch per rank.
@@ -140,7 +141,7 @@ struct TermPrices {
     const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
                              compute.gather_in_backward};
     if (const double t =
-            pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
+            pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds, &s.phases);
         t >= 0) {
       s.overlapped = t + compute.wait;
       return s;

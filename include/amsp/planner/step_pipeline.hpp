@@ -57,6 +57,16 @@ struct UnitSchedule {
   bool gather_in_backward = true;  ///< the backward gathers again (ScheduleOptions::reshard_after_forward)
 };
 
+/// Where the overlapped step's time goes, in seconds from the step's start (the update's start):
+/// when the first forward's compute starts (after its spread or gather), when the last
+/// micro-batch's forward and backward computes end, and the step's end as pipelined_step_seconds
+/// returns it (κ's slowdown included; the schedule's other phases are before it). Per-rank traces
+/// give the same phases (scripts/cluster/trace_phases.py); check.py --phase-traces sets the two
+/// side by side, plan against plan, to show which phase of the model is off.
+struct StepPhases {
+  double first_forward_start = 0, forward_end = 0, backward_end = 0, end = 0;
+};
+
 /// Each unit's share of the parameters of `units`.
 [[nodiscard]] inline std::vector<double> parameter_shares(std::span<const Module> units) {
   double total = 0;
@@ -127,12 +137,13 @@ struct PipelineStream {
 /// windows price those). `chained_seconds` (one per term, every call priced back to back) prices
 /// a gather or reduction queued behind another; without it `term_seconds` prices every piece.
 /// `gapped_seconds` (one per term, every call priced after an idle gap) prices the spread's first
-/// piece; without it `term_seconds` does.
+/// piece; without it `term_seconds` does. `phases`, when given, receives the schedule's phases.
 [[nodiscard]] inline double pipelined_step_seconds(const UnitSchedule& u, double overlap_slowdown,
                                                    const std::vector<CommTerm>& terms,
                                                    const std::vector<double>& term_seconds,
                                                    const std::vector<double>* chained_seconds = nullptr,
-                                                   const std::vector<double>* gapped_seconds = nullptr) {
+                                                   const std::vector<double>* gapped_seconds = nullptr,
+                                                   StepPhases* phases = nullptr) {
   const std::size_t n = u.shares.size();
   check(n > 0 && u.micro_batches >= 1 && term_seconds.size() == terms.size() &&
             (!chained_seconds || chained_seconds->size() == terms.size()) &&
@@ -164,7 +175,7 @@ struct PipelineStream {
   // One pass over the schedule; `gathers_share` and `comm_share` are the other stream's crossing
   // transfers of the round before (none in the first round).
   struct Round {
-    double end = 0, beside = 0;
+    double end = 0, beside = 0, first_forward_start = 0, forward_end = 0, backward_end = 0;
     detail::Intervals gathers, comm;
   };
   const auto schedule = [&](const detail::Intervals* gathers_share, const detail::Intervals* comm_share) {
@@ -177,6 +188,7 @@ struct PipelineStream {
       return gather_stream.run(ready, gathers[0] * share, gathers[1] * share);
     };
     detail::Intervals compute;  // each unit's compute
+    Round r;
     std::vector<double> spread_end(n);
     for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
       spread_end[i] = comm.run(u.update, spread_first * u.shares[i], spread * u.shares[i]);
@@ -189,9 +201,11 @@ struct PipelineStream {
       for (std::size_t i = 0; i < n; ++i) {
         const double start = after_spread(i, std::max(t, gathered));
         if (i + 1 < n) gathered = gather(after_spread(i + 1, start), i + 1);
+        if (m == 0 && i == 0) r.first_forward_start = start;
         t = start + u.forward * u.shares[i];
         compute.emplace_back(start, t);
       }
+      r.forward_end = t;
       // Backward: the last unit gathered again when the backward starts, unit i − 1 beside unit i.
       gathered = u.gather_in_backward ? gather(t, n - 1) : t;
       for (std::size_t k = 0; k < n; ++k) {
@@ -205,8 +219,8 @@ struct PipelineStream {
         };
         comm.run(t, reduction(0), reduction(1));
       }
+      r.backward_end = t;
     }
-    Round r;
     r.end = std::max(t, comm.free_at) + norm;
     // The communication that ran beside compute.
     r.beside = detail::overlap_seconds(compute, comm.runs) + detail::overlap_seconds(compute, gather_stream.runs);
@@ -232,7 +246,9 @@ struct PipelineStream {
       r = std::move(next);
       if (settled) break;
     }
-  return r.end + overlap_slowdown * r.beside;
+  const double end = r.end + overlap_slowdown * r.beside;
+  if (phases) *phases = {r.first_forward_start, r.forward_end, r.backward_end, end};
+  return end;
 }
 
 }  // namespace amsp::planner
