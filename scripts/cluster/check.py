@@ -26,6 +26,7 @@ import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind
 from check_report import print_tables
+from phase_compare import compare as compare_phases
 from check_stats import measured_compute, run_medians, slope, summarize, typical_step
 
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's step per schedule (check_measure.MODES)
@@ -126,6 +127,7 @@ def analyze(a, config):
                          "engine_inter_x_ranks": runs[0]["final"]["expected_bytes_inter_per_step"] * ranks})
         tables[mode] = rows
     config["tables"] = tables
+    config["predictions"] = predictions  # phase_compare reads their "phases"
     if a.diagnose:
         # The same predictions with each overhead raised by 1 ms: the step's slope in each.
         base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0, kappa), 60).splitlines())}
@@ -298,6 +300,11 @@ def main():
     ap.add_argument("--out", default="cluster-check.json")
     ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
                                                     "and print again, measure nothing")
+    ap.add_argument("--phase-traces", default="",
+                    help="with --reanalyze: amsp-train --timeline prefixes with {mesh}, {rate} and {plan} "
+                         "(scripts/cluster/trace_plans.sh records them); each configuration with a DDP trace also "
+                         "prints the model's phases of the overlapped step next to the traced ones, each minus "
+                         "DDP's (phase_compare.py)")
     a = ap.parse_args()
     if a.profile_passes < 1:
         ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
@@ -309,10 +316,14 @@ def main():
     a.train_args = a.train_args.split()
     a.modes = a.modes.split(",")
     a.work = os.path.dirname(os.path.abspath(a.out))
+    if a.phase_traces and not a.reanalyze:
+        ap.error("--phase-traces reads traces next to a saved run: give --reanalyze too (rule cli.value)")
     if a.reanalyze:
         for c in load_run(a.reanalyze):
             print_tables(analyze(a, c))
             gap_summary(a, c)
+            if a.phase_traces:
+                compare_phases(c, c["predictions"], a.phase_traces)
         return 0
     configs = []
     try:
