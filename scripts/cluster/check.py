@@ -105,7 +105,8 @@ def analyze(a, config):
     compute_args = compute_model_args(a, config)
     overhead, sync = overheads(a, config, compute_args)
     kappa, kappa_from = overlap_slowdown(a, config, compute_args, overhead, sync)
-    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa)
+    stall, stall_from = gather_stall(a, config, compute_args, overhead, sync, kappa)
+    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa, stall)
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -130,9 +131,9 @@ def analyze(a, config):
     config["predictions"] = predictions  # phase_compare reads their "phases"
     if a.diagnose:
         # The same predictions with each overhead raised by 1 ms: the step's slope in each.
-        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0, kappa), 60).splitlines())}
-        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0, kappa), 60).splitlines())}
-        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3, kappa), 60).splitlines())}
+        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0, kappa, stall), 60).splitlines())}
+        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0, kappa, stall), 60).splitlines())}
+        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3, kappa, stall), 60).splitlines())}
         for mode, rows in tables.items():
             key = PREDICTION[mode]
             for r in rows:
@@ -149,6 +150,7 @@ def analyze(a, config):
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
+                       "gather_stall": stall, "gather_stall_from": stall_from,
                        "contention": contention_args(a, config)[1:] or
                        ["off" if a.contention == "off" else "not measured: off"]}
     return config
@@ -185,6 +187,34 @@ def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if step(mid) < measured else (lo, mid)
     return (lo + hi) / 2, cal["call_plan"] + " with overlap"
+
+
+def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa):
+    """(seconds, where they come from) a unit's compute waits after a gather inside a node in the
+    step with overlap (Cluster::gather_stall_s): --gather-stall when given; else calibrated like κ,
+    from a plan not among those checked that gathers inside a node: the stall that makes the
+    planner's step with overlap of SYNC_PLAN equal its measured one (runs since 2026-12-05's
+    nineteenth session measure it); 0 for runs without that measurement (the model before). The
+    step never falls as the stall grows: bisection over [0, 2 ms]."""
+    if a.gather_stall is not None:
+        return a.gather_stall, "--gather-stall"
+    cal = config["calibration"]
+    if not cal.get("sync_plan_overlap_runs"):
+        return 0.0, "not measured: 0"
+    measured = typical_step(cal["sync_plan_overlap_runs"])
+
+    def step(stall):
+        return json.loads(sh(predict_command(a, config, [cal["sync_plan"]], compute_args, call_overhead_s,
+                                             sync_overhead_s, kappa, stall), 60))["overlapped"]
+    lo, hi = 0.0, 2e-3
+    if step(lo) >= measured:
+        return lo, cal["sync_plan"] + " with overlap (its step without a stall already reaches the measured one)"
+    if step(hi) <= measured:
+        return hi, cal["sync_plan"] + " with overlap (its step with 2 ms stalls stays below the measured one)"
+    for _ in range(16):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if step(mid) < measured else (lo, mid)
+    return (lo + hi) / 2, cal["sync_plan"] + " with overlap"
 
 
 def emulated_device_ms(train_args):
@@ -263,6 +293,10 @@ def main():
     ap.add_argument("--sync-overhead", type=float, default=None,
                     help="seconds per collective call between two compute segments (Cluster::sync_overhead_s; "
                          "default: calibrated with CALL_PLAN and SYNC_PLAN; 0 reproduces the model without it)")
+    ap.add_argument("--gather-stall", type=float, default=None,
+                    help="seconds a unit's compute waits after a gather inside a node in the step with overlap "
+                         "(Cluster::gather_stall_s; default: calibrated from SYNC_PLAN's run with overlap; 0 "
+                         "reproduces the model without the term)")
     ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
                     help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
                          "step of its ring (Cluster::step_overhead_s)")
@@ -306,6 +340,8 @@ def main():
                          "prints the model's phases of the overlapped step next to the traced ones, each minus "
                          "DDP's (phase_compare.py)")
     a = ap.parse_args()
+    if a.gather_stall is not None and a.gather_stall < 0:
+        ap.error(f"--gather-stall must be at least 0 seconds, got {a.gather_stall} (rule cli.value)")
     if a.profile_passes < 1:
         ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it

@@ -253,8 +253,10 @@ def run_config(a, mesh, rate):
     # minutes than the plans it prices (2x4 at 1 Gbit/s: CALL_PLAN 60-63 ms in all five runs, then
     # ddp 61-96 ms among the checked runs).
     # The overlap slowdown κ (check.py's overlap_slowdown) from CALL_PLAN's step with overlap, run
-    # the same way (since 2026-12-04's tenth session).
-    calibration_runs = {(CALL_PLAN, "serial"): [], (SYNC_PLAN[mesh], "serial"): [], (CALL_PLAN, "overlap"): []}
+    # the same way (since 2026-12-04's tenth session), and the stall after a gather inside a node
+    # (check.py's gather_stall) from SYNC_PLAN's (since 2026-12-05's nineteenth session).
+    calibration_runs = {(CALL_PLAN, "serial"): [], (SYNC_PLAN[mesh], "serial"): [], (CALL_PLAN, "overlap"): [],
+                        (SYNC_PLAN[mesh], "overlap"): []}
     for rep in range(a.repeats):
         steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
         for mode in a.modes:
@@ -274,6 +276,7 @@ def run_config(a, mesh, rate):
         calibration.update({f"{which}_plan": plan, f"{which}_plan_runs": calibration_runs[plan, "serial"],
                             f"{which}_plan_step": typical_step(calibration_runs[plan, "serial"])})
     calibration["call_plan_overlap_runs"] = calibration_runs[CALL_PLAN, "overlap"]
+    calibration["sync_plan_overlap_runs"] = calibration_runs[SYNC_PLAN[mesh], "overlap"]
     calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
     sh([CLUSTER, "down"], 60)
     busy_after = host_busy()

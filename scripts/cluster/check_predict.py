@@ -52,15 +52,17 @@ def compute_rate_args(a, config, points):
     return ["--seconds-per-sample", str(seconds / samples), "--update-seconds-per-param", "0"]
 
 
-def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0):
-    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown) only changes the
-    step with overlap (overlap_slowdown resolves it)."""
+def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0,
+                    gather_stall_s=0.0):
+    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown) and
+    `gather_stall_s` only change the step with overlap (check.py's overlap_slowdown and
+    gather_stall resolve them)."""
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
     return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(config.get("global_batch", a.global_batch)),
-            "--overlap-slowdown", str(kappa),
+            "--overlap-slowdown", str(kappa), "--gather-stall", str(gather_stall_s),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
             "--stagger", a.stagger] + \

@@ -48,6 +48,31 @@ TEST_CASE("pipelined step: ZeRO-3's gathers, prefetched one unit ahead; the norm
   CHECK(pipelined_step_seconds(kept, 0.0, terms, {4.0, 2.0, 0.5}) == doctest::Approx(10.5));
 }
 
+TEST_CASE("pipelined step: a unit's compute stalls after a gather inside a node") {
+  // As ZeRO-3's above (the terms have no calls: inside a node), each unit's compute 0.25 s after
+  // its gather and itself. Forward: gather 0 at 0-2, compute 0 at 2.25-3.25 beside the prefetch
+  // of 1 (2.25-4.25), compute 1 at 4.5-5.5. Backward: gather 1 at 5.5-7.5, compute 1 at
+  // 7.75-9.75 beside the prefetch of 0 (7.75-9.75), its ReduceScatter 9.75-10.75; compute 0 at
+  // 10-12, its ReduceScatter 12-13; the norm: 13.5, 4 x 0.25 after 12.5.
+  UnitSchedule u{halves, 2.0, 4.0, 1, 0.0, true, 0.25};
+  const std::vector<CommTerm> terms{term(TrafficTerm::param_gather), term(TrafficTerm::grad_reduce_p),
+                                    term(TrafficTerm::grad_norm, Window::last_backward)};
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {8.0, 2.0, 0.5}) == doctest::Approx(13.5));
+  // Gathered weights kept: the forward's two stalls alone (10.5 + 0.5).
+  u.gather_in_backward = false;
+  CHECK(pipelined_step_seconds(u, 0.0, terms, {4.0, 2.0, 0.5}) == doctest::Approx(11.0));
+  // Gathers across nodes do not stall: 12.5 as without it.
+  u.gather_in_backward = true;
+  std::vector<CommTerm> across = terms;
+  across[0].calls.push_back({comm::op_kind::all_gather, 1024.0, 1.0, Factor{2, 2}});
+  CHECK(pipelined_step_seconds(u, 0.0, across, {8.0, 2.0, 0.5}) == doctest::Approx(12.5));
+  // step_time hands StepCompute::gather_stall on: 1.5 s of compute a step, the forward a third.
+  StepCompute c{6.0, 1.0 / 3.0, 1, 0.0, 0.0};
+  c.unit_shares = halves;
+  c.gather_stall = 0.25;
+  CHECK(step_time(c, 0.0, terms, {8.0, 2.0, 0.5}).overlapped == doctest::Approx(13.5));
+}
+
 TEST_CASE("pipelined step: a unit's forward waits for its spread; micro-batches") {
   // Update 0-1, spread of unit 0 at 1-3 and of unit 1 at 3-5 (4 s); forward 0 at 3-4, 1 at 5-6;
   // backward 1 at 6-8, its OS ReduceScatter 8-9; backward 0 at 8-10, its ReduceScatter 10-11.

@@ -83,6 +83,14 @@ struct Cluster {
   /// does a back-to-back profile. 0 by default; calibrated on the emulated cluster
   /// (docs/planner-check-terms.md, "The wait between compute segments").
   double sync_overhead_s = 0;
+  /// Seconds the compute of a unit waits, in the overlapped step, after the parameter gather it
+  /// needs, when the plan's gathers stay inside a node (step_pipeline.hpp). On the emulated
+  /// cluster such a gather, prefetched beside compute, ends only once every rank of the node has
+  /// polled it after its own compute: with overlap, the plans that gather inside a node ran their
+  /// forward about 0.5 ms and their backward about 1 ms longer than the schedule, at every rate
+  /// (docs/planner-check-phases.md). 0 by default (a GPU's gathers progress on their own);
+  /// calibrated on the emulated cluster from a plan that gathers inside a node.
+  double gather_stall_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the transfer (the
   /// profile when it has that op and shape, the analytic α–β model otherwise) and the waits for
@@ -129,9 +137,11 @@ inline void validate(const Cluster& c) {
   check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
         "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
         c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
-  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0 && c.sync_overhead_s >= 0, "planner.cluster", "cluster '",
-        c.name, "': the overhead per collective call, per ring step and between compute segments must be non-negative, got ",
-        c.call_overhead_s, ", ", c.step_overhead_s, " and ", c.sync_overhead_s, " s");
+  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0 && c.sync_overhead_s >= 0 && c.gather_stall_s >= 0,
+        "planner.cluster", "cluster '", c.name,
+        "': the overhead per collective call, per ring step, between compute segments and the gather stall must be "
+        "non-negative, got ",
+        c.call_overhead_s, ", ", c.step_overhead_s, ", ", c.sync_overhead_s, " and ", c.gather_stall_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&

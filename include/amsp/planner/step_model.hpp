@@ -88,6 +88,7 @@ struct StepCompute {
   /// The backward gathers' stagger (backward_stagger): the schedule without overlap hides up to
   /// each unit's spread of its backward compute. Empty: nothing hides.
   BackwardStagger stagger = {};
+  double gather_stall = 0;  ///< Cluster::gather_stall_s, for the overlapped step (UnitSchedule)
 };
 
 /// Each term's seconds three ways, in `terms` order: as the schedule without overlap prices it
@@ -138,8 +139,10 @@ struct TermPrices {
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
   if (!compute.unit_shares.empty()) {
-    const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
-                             compute.gather_in_backward};
+    const UnitSchedule units{compute.unit_shares,    forward,
+                             backward,                compute.micro_batches,
+                             compute.update,          compute.gather_in_backward,
+                             compute.gather_stall};
     if (const double t =
             pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds, &s.phases);
         t >= 0) {
@@ -172,7 +175,8 @@ struct TermPrices {
                             gather_in_backward,
                             units.empty() || c.gather_scatter != GatherScatterAlgorithm::recursive
                                 ? BackwardStagger{}
-                                : backward_stagger(terms, c, w.micro_batches, gather_in_backward)};
+                                : backward_stagger(terms, c, w.micro_batches, gather_in_backward),
+                            c.gather_stall_s};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);

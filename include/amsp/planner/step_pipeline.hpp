@@ -6,7 +6,8 @@
 //   - the spread of unit i (after the update) runs on the communication stream, unit by unit;
 //   - a forward gathers unit i on the gather stream (after its spread in the first micro-batch),
 //     unit 0 when the forward reaches it and unit i + 1 as a prefetch when unit i starts to
-//     compute; unit i computes once its gather has ended;
+//     compute; unit i computes once its gather has ended (and UnitSchedule::gather_stall after
+//     it where the gathers stay inside a node: Cluster::gather_stall_s);
 //   - a backward gathers again from the last unit down (the last when the backward starts, unit
 //     i − 1 as a prefetch beside unit i) unless the gathered weights were kept;
 //   - unit i's gradient reduction runs on the communication stream once its backward has
@@ -55,6 +56,9 @@ struct UnitSchedule {
   int micro_batches = 1;
   double update = 0;          ///< the optimizer update before the spread (nothing overlaps it)
   bool gather_in_backward = true;  ///< the backward gathers again (ScheduleOptions::reshard_after_forward)
+  /// Seconds a unit's compute waits after the gather it needs when the gathers stay inside a node
+  /// (Cluster::gather_stall_s).
+  double gather_stall = 0;
 };
 
 /// Where the overlapped step's time goes, in seconds from the step's start (the update's start):
@@ -188,6 +192,8 @@ struct PipelineStream {
       return gather_stream.run(ready, gathers[0] * share, gathers[1] * share);
     };
     detail::Intervals compute;  // each unit's compute
+    // A unit's compute after a gather inside a node starts `stall` after the gather and itself.
+    const double stall = gathers[0] > 0 && !gathers_cross ? u.gather_stall : 0.0;
     Round r;
     std::vector<double> spread_end(n);
     for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
@@ -199,7 +205,7 @@ struct PipelineStream {
       // Forward: unit 0 gathered when reached, unit i + 1 prefetched as unit i starts.
       double gathered = gather(after_spread(0, t), 0);
       for (std::size_t i = 0; i < n; ++i) {
-        const double start = after_spread(i, std::max(t, gathered));
+        const double start = after_spread(i, std::max(t, gathered) + stall);
         if (i + 1 < n) gathered = gather(after_spread(i + 1, start), i + 1);
         if (m == 0 && i == 0) r.first_forward_start = start;
         t = start + u.forward * u.shares[i];
@@ -210,7 +216,7 @@ struct PipelineStream {
       gathered = u.gather_in_backward ? gather(t, n - 1) : t;
       for (std::size_t k = 0; k < n; ++k) {
         const std::size_t i = n - 1 - k;
-        const double start = std::max(t, gathered);
+        const double start = std::max(t, gathered) + (u.gather_in_backward ? stall : 0.0);
         if (u.gather_in_backward && i > 0) gathered = gather(start, i - 1);
         t = start + u.backward * u.shares[i];
         compute.emplace_back(start, t);
