@@ -178,15 +178,21 @@ def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
     def step(kappa):
         return json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, call_overhead_s,
                                              sync_overhead_s, kappa), 60))["overlapped"]
-    lo, hi = 0.0, 1.0
+    return matching_value(step, measured, 0.0, 1.0, 20, cal["call_plan"], "its step at κ = 0 already reaches the measured one",
+                          "its step at κ = 1 stays below the measured one")
+
+
+def matching_value(step, measured, lo, hi, rounds, plan, at_lo, at_hi):
+    """The value in [lo, hi] at which `step` (never falling as the value grows) reaches `measured`,
+    by bisection, and where it comes from: `plan` with overlap, or a bound and `at_lo`/`at_hi`."""
     if step(lo) >= measured:
-        return lo, cal["call_plan"] + " with overlap (its step at κ = 0 already reaches the measured one)"
+        return lo, f"{plan} with overlap ({at_lo})"
     if step(hi) <= measured:
-        return hi, cal["call_plan"] + " with overlap (its step at κ = 1 stays below the measured one)"
-    for _ in range(20):
+        return hi, f"{plan} with overlap ({at_hi})"
+    for _ in range(rounds):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if step(mid) < measured else (lo, mid)
-    return (lo + hi) / 2, cal["call_plan"] + " with overlap"
+    return (lo + hi) / 2, f"{plan} with overlap"
 
 
 def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa):
@@ -206,15 +212,9 @@ def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kapp
     def step(stall):
         return json.loads(sh(predict_command(a, config, [cal["sync_plan"]], compute_args, call_overhead_s,
                                              sync_overhead_s, kappa, stall), 60))["overlapped"]
-    lo, hi = 0.0, 2e-3
-    if step(lo) >= measured:
-        return lo, cal["sync_plan"] + " with overlap (its step without a stall already reaches the measured one)"
-    if step(hi) <= measured:
-        return hi, cal["sync_plan"] + " with overlap (its step with 2 ms stalls stays below the measured one)"
-    for _ in range(16):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if step(mid) < measured else (lo, mid)
-    return (lo + hi) / 2, cal["sync_plan"] + " with overlap"
+    return matching_value(step, measured, 0.0, 2e-3, 16, cal["sync_plan"],
+                          "its step without a stall already reaches the measured one",
+                          "its step with 2 ms stalls stays below the measured one")
 
 
 def emulated_device_ms(train_args):

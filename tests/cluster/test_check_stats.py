@@ -262,6 +262,30 @@ kappa_config = {"mesh": "4x2", "rate": "1gbit", "profile": "p.json",
 for runs, want in (([0.045, 0.047], 0.3), ([0.035], 0.0), ([0.07], 1.0)):
     kappa_config["calibration"]["call_plan_overlap_runs"] = runs
     expect(f"kappa calibrated from {runs}", check.overlap_slowdown(KappaArgs(), kappa_config, [], 0, 0)[0], want, 1e-5)
+
+
+# The stall after a gather inside a node: a stand-in planner whose SYNC_PLAN steps with overlap
+# are 0.040 + 8 stalls s (eight gathers a step), measured at 0.0408 and 0.0412 (mean 0.041) ->
+# 0.125 ms; at 0.039 (below no stall) -> 0; at 0.07 (above 2 ms stalls: 0.056) -> 2 ms. Given:
+# as given; no measurement (runs saved before it): 0. The stall goes into the planner's command.
+def fake_stall_sh(cmd, timeout):
+    expect("stall's plan", cmd[cmd.index("--plans") + 1], "sync")
+    return json.dumps({"overlapped": 0.040 + 8 * float(cmd[cmd.index("--gather-stall") + 1])})
+
+
+class StallArgs(KappaArgs):
+    gather_stall = None
+
+
+check.sh = fake_stall_sh
+stall_config = dict(kappa_config, calibration={"sync_plan": "sync"})
+for runs, want in (([0.0408, 0.0412], 0.000125), ([0.039], 0.0), ([0.07], 0.002)):
+    stall_config["calibration"]["sync_plan_overlap_runs"] = runs
+    expect(f"stall calibrated from {runs}", check.gather_stall(StallArgs(), stall_config, [], 0, 0, 0)[0], want, 1e-7)
+given = StallArgs()
+given.gather_stall = 3e-4
+expect("stall given", check.gather_stall(given, stall_config, [], 0, 0, 0), (3e-4, "--gather-stall"))
+expect("stall not measured", check.gather_stall(StallArgs(), dict(kappa_config, calibration={}), [], 0, 0, 0)[0], 0.0)
 check.sh = saved_sh
 
 # A profile from its passes: each entry as its median pass gave it, every field of that pass.
