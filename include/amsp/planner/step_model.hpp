@@ -139,12 +139,11 @@ struct TermPrices {
   const double share_last = backward / s.compute;
   const double middle = s.compute - forward - backward;
   if (!compute.unit_shares.empty()) {
-    const UnitSchedule units{compute.unit_shares,    forward,
-                             backward,                compute.micro_batches,
-                             compute.update,          compute.gather_in_backward,
-                             compute.gather_stall};
+    const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
+                             compute.gather_in_backward, compute.gather_stall};
     if (const double t =
-            pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds, &s.phases);
+            pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds,
+                                   &s.phases);
         t >= 0) {
       s.overlapped = t + compute.wait;
       return s;

@@ -192,7 +192,8 @@ struct PipelineStream {
       return gather_stream.run(ready, gathers[0] * share, gathers[1] * share);
     };
     detail::Intervals compute;  // each unit's compute
-    // A unit's compute after a gather inside a node starts `stall` after the gather and itself.
+    // A unit's compute that needed a gather inside a node starts `stall` after both the gather and
+    // the compute before it.
     const double stall = gathers[0] > 0 && !gathers_cross ? u.gather_stall : 0.0;
     Round r;
     std::vector<double> spread_end(n);
