@@ -336,7 +336,7 @@ def main():
                                                     "and print again, measure nothing")
     ap.add_argument("--phase-traces", default="",
                     help="with --reanalyze: amsp-train --timeline prefixes with {mesh}, {rate} and {plan} "
-                         "(scripts/cluster/trace_plans.sh records them); each configuration with a DDP trace also "
+                         "(scripts/cluster/trace_plans.py records them); each configuration with a DDP trace also "
                          "prints the model's phases of the overlapped step next to the traced ones, each minus "
                          "DDP's (phase_compare.py)")
     a = ap.parse_args()

@@ -8,7 +8,7 @@ at the update, the trace's when the first rank enters the step) and the model's 
 the host's work, so the absolute phases differ; the differences from the reference plan are
 what a term of the model moves, so a row whose model and traced differences part says which phase
 of that plan the model prices wrong (docs/planner-check-phases.md). Used by
-check.py --reanalyze RUN --phase-traces PATTERN; scripts/cluster/trace_plans.sh records the traces."""
+check.py --reanalyze RUN --phase-traces PATTERN; scripts/cluster/trace_plans.py records the traces."""
 import os
 import sys
 
