@@ -16,6 +16,7 @@ from trace_calls import load
 from trace_phases import phases
 
 PHASES = ("first forward starts", "forward ends", "backward ends", "step ends")
+REFERENCE = "ddp"  # the plan every row is a difference from
 
 
 def trace_prefix(pattern, mesh, rate, plan):
@@ -39,7 +40,7 @@ def model_phases(prediction):
     return [s * 1e3 for s in prediction["phases"]]
 
 
-def phase_rows(model, traced, reference="ddp"):
+def phase_rows(model, traced, reference=REFERENCE):
     """Per plan of both `model` and `traced` ({plan: four phases, ms}): the model's differences from
     `reference`, the traced ones and model minus traced, each four phases."""
     if reference not in model or reference not in traced:
@@ -56,7 +57,7 @@ def phase_rows(model, traced, reference="ddp"):
     return rows
 
 
-def print_phase_table(title, rows, reference="ddp"):
+def print_phase_table(title, rows, reference=REFERENCE):
     print(f"\n{title}: the overlapped step's phases, each minus {reference}'s (ms): model / traced (model - traced)\n")
     print("| plan | " + " | ".join(PHASES) + " |")
     print("|---|" + "---|" * len(PHASES))
@@ -72,7 +73,7 @@ def compare(config, predictions, pattern, skip=2):
         prefix = trace_prefix(pattern, config["mesh"], config["rate"], plan)
         if os.path.exists(prefix + ".rank0.json"):
             traced[plan] = traced_phases(prefix, skip)
-    if "ddp" not in traced:
+    if REFERENCE not in traced:
         return
     model = {plan: model_phases(predictions[plan]) for plan in config["plans"]}
     print_phase_table(f"{config['mesh']} {config['rate']}", phase_rows(model, traced))

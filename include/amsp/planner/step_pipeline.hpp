@@ -176,6 +176,9 @@ struct PipelineStream {
     else return -1.0;
   }
   const double passes = u.gather_in_backward ? 2.0 : 1.0;
+  // A unit's compute that needed a gather inside a node starts `stall` after both the gather and
+  // the compute before it.
+  const double stall = gathers[0] > 0 && !gathers_cross ? u.gather_stall : 0.0;
   // One pass over the schedule; `gathers_share` and `comm_share` are the other stream's crossing
   // transfers of the round before (none in the first round).
   struct Round {
@@ -192,9 +195,6 @@ struct PipelineStream {
       return gather_stream.run(ready, gathers[0] * share, gathers[1] * share);
     };
     detail::Intervals compute;  // each unit's compute
-    // A unit's compute that needed a gather inside a node starts `stall` after both the gather and
-    // the compute before it.
-    const double stall = gathers[0] > 0 && !gathers_cross ? u.gather_stall : 0.0;
     Round r;
     std::vector<double> spread_end(n);
     for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
