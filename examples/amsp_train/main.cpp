@@ -81,17 +81,20 @@ int process_rank(Backend backend) {
   return 0;
 }
 
-/// Every rank's step and communication milliseconds per step: [{"step_ms": [...], "comm_ms": [...]}, ...].
+/// Every rank's step, communication and update milliseconds per step:
+/// [{"step_ms": [...], "comm_ms": [...], "update_ms": [...]}, ...].
 amsp::Json::Array rank_splits(const TrainOutcome& o) {
   amsp::Json::Array ranks;
   const std::size_t steps = o.steps.size();
   for (std::size_t first = 0; first + steps <= o.rank_step_seconds.size() && steps > 0; first += steps) {
-    amsp::Json::Array step_ms, comm_ms;
+    amsp::Json::Array step_ms, comm_ms, update_ms;
     for (std::size_t i = first; i < first + steps; ++i) {
       step_ms.emplace_back(1e3 * o.rank_step_seconds[i]);
       comm_ms.emplace_back(1e3 * o.rank_comm_seconds[i]);
+      update_ms.emplace_back(1e3 * o.rank_update_seconds[i]);
     }
-    ranks.emplace_back(amsp::Json::Object{{"step_ms", std::move(step_ms)}, {"comm_ms", std::move(comm_ms)}});
+    ranks.emplace_back(amsp::Json::Object{
+        {"step_ms", std::move(step_ms)}, {"comm_ms", std::move(comm_ms)}, {"update_ms", std::move(update_ms)}});
   }
   return ranks;
 }

@@ -90,6 +90,9 @@ public:
   [[nodiscard]] Engine& engine() { return opt_; }
   [[nodiscard]] Gpt<float>& model() { return model_; }
   [[nodiscard]] double comm_seconds() const { return comm_seconds_; }
+  /// The part of comm_seconds spent in step(): the update (and a sharded plan's norm reduction
+  /// and spread), all of it with --no-overlap, the part the caller waits for with overlap.
+  [[nodiscard]] double update_seconds() const { return update_seconds_; }
   [[nodiscard]] Timeline& timeline() { return timeline_; }
   /// Gathers per micro-batch of each bucket (what expected_traffic needs).
   [[nodiscard]] int gathers_per_micro_batch() const { return cfg_.keep_gathered ? 1 : 2; }
@@ -137,11 +140,14 @@ public:
   /// The optimizer step, with the learning rate of the schedule for the step it takes.
   amsp::StepResult step() {
     opt_.set_lr(cfg_.schedule.at(opt_.steps() + 1));
-    return timed("step", -1, [&] {
+    const double comm_before = comm_seconds_;
+    amsp::StepResult result = timed("step", -1, [&] {
       amsp::StepResult r = opt_.step();
       if (!cfg_.overlap) opt_.synchronize();
       return r;
     });
+    update_seconds_ += comm_seconds_ - comm_before;
+    return result;
   }
 
   /// Waits in a barrier of `world`, counted as communication (TrainConfig::compute_turns).
@@ -238,7 +244,7 @@ private:
   std::vector<float*> grads_;
   std::vector<std::vector<float>> wide_params_, wide_grads_;
   std::vector<bool> gathered_;
-  double comm_seconds_ = 0.0;
+  double comm_seconds_ = 0.0, update_seconds_ = 0.0;
 };
 
 /// train_rank in the engine space `Space`.
@@ -312,7 +318,9 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
     count_since_mark(r);
     run.timeline().span("loss all_reduce", "wait", -1,
                         [&] { world.all_reduce(&loss_sum, &loss_sum, 1, amsp::comm::reduce_op::sum); });
+    const double update_before = run.update_seconds();
     run.step();
+    r.update_seconds = run.update_seconds() - update_before;
     const bool last = step + 1 == cfg.steps;
     const bool evaluate = last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0);
     const bool checkpoint =
@@ -342,13 +350,15 @@ TrainOutcome train_rank_in(Comm& comm, Raw& world, const amsp::Mesh& mesh, const
   std::vector<double> mine;
   for (const StepRecord& r : out.steps) mine.push_back(r.seconds);
   for (const StepRecord& r : out.steps) mine.push_back(r.comm_seconds);
+  for (const StepRecord& r : out.steps) mine.push_back(r.update_seconds);
   std::vector<double> all(mine.size() * std::size_t(mesh.world_size()));
   world.all_gather(mine.data(), all.data(), mine.size());
+  const auto steps = std::ptrdiff_t(out.steps.size());
   for (int r = 0; r < mesh.world_size(); ++r) {
     const auto first = all.begin() + std::ptrdiff_t(r * mine.size());
-    out.rank_step_seconds.insert(out.rank_step_seconds.end(), first, first + std::ptrdiff_t(out.steps.size()));
-    out.rank_comm_seconds.insert(out.rank_comm_seconds.end(), first + std::ptrdiff_t(out.steps.size()),
-                                 first + std::ptrdiff_t(mine.size()));
+    out.rank_step_seconds.insert(out.rank_step_seconds.end(), first, first + steps);
+    out.rank_comm_seconds.insert(out.rank_comm_seconds.end(), first + steps, first + 2 * steps);
+    out.rank_update_seconds.insert(out.rank_update_seconds.end(), first + 2 * steps, first + 3 * steps);
   }
   run.timeline().write(call_trace_of(comm));
   out.bytes_intra /= double(out.steps.size());

@@ -57,6 +57,8 @@ struct StepRecord {
   double loss = 0.0, lr = 0.0;
   double validation_loss = -1.0;  ///< < 0: not evaluated at this step
   double seconds = 0.0, comm_seconds = 0.0;
+  /// The part of comm_seconds spent in the optimizer step (ShardedRun::update_seconds).
+  double update_seconds = 0.0;
   double bytes_intra = 0.0, bytes_inter = 0.0;
 };
 
@@ -69,9 +71,9 @@ struct TrainOutcome {
   std::size_t model_state_bytes = 0;                  ///< this rank's P + G + OS stores
   std::size_t parameters = 0;
   std::string sample;  ///< sampled text (rank 0)
-  /// Every rank's step and communication seconds per step, rank-major: rank r's step i at
+  /// Every rank's step, communication and update seconds per step, rank-major: rank r's step i at
   /// r × steps.size() + i (gathered after the last step; rank 0's equal `steps`).
-  std::vector<double> rank_step_seconds, rank_comm_seconds;
+  std::vector<double> rank_step_seconds, rank_comm_seconds, rank_update_seconds;
 };
 
 }  // namespace amsp_train

@@ -21,6 +21,7 @@ namespace amsp_train {
                        {"step_ms", 1e3 * r.seconds},
                        {"compute_ms", 1e3 * (r.seconds - r.comm_seconds)},
                        {"comm_ms", 1e3 * r.comm_seconds},
+                       {"update_ms", 1e3 * r.update_seconds},
                        {"tokens_per_second", tokens_per_step / r.seconds},
                        {"bytes_intra", r.bytes_intra},
                        {"bytes_inter", r.bytes_inter}};

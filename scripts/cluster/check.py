@@ -24,7 +24,8 @@ import sys
 import check_stats
 import check_measure
 from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
-from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind
+from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind, \
+    update_seconds
 from check_report import print_tables
 from phase_compare import compare as compare_phases
 from check_stats import measured_compute, run_medians, slope, summarize, typical_step
@@ -119,7 +120,8 @@ def analyze(a, config):
             rows.append({"plan": plan, "shape": p["plan"], "measured": typical_step(medians),
                          "repeats": medians, "spread": (max(medians) - min(medians)) / typical_step(medians),
                          "predicted": p[PREDICTION[mode]], "measured_compute": compute,
-                         "predicted_compute": p["compute_serial" if mode == "serial" else "compute"] + p["update"],
+                         # amsp-train's compute leaves the update out (its step() is among the waits)
+                         "predicted_compute": p["compute_serial" if mode == "serial" else "compute"],
                          "predicted_comm": p["communication"],
                          "computing_predicted": p["computing_serial" if mode == "serial" else "computing_overlapped"],
                          "computing_measured": measured_computing(runs, ranks * nodes),
@@ -149,6 +151,7 @@ def analyze(a, config):
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
+                       "update_from": update_seconds(a, config)[1],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,
                        "contention": contention_args(a, config)[1:] or
@@ -293,6 +296,10 @@ def main():
     ap.add_argument("--sync-overhead", type=float, default=None,
                     help="seconds per collective call between two compute segments (Cluster::sync_overhead_s; "
                          "default: calibrated with CALL_PLAN and SYNC_PLAN; 0 reproduces the model without it)")
+    ap.add_argument("--update-seconds", type=float, default=None,
+                    help="seconds of the optimizer update of all parameters on one rank (DDP's), which the "
+                         "planner prices as this / s_os per plan (default: measured by the calibration's ddp "
+                         "runs without overlap; 0 for runs saved before)")
     ap.add_argument("--gather-stall", type=float, default=None,
                     help="seconds a unit's compute waits after a gather inside a node in the step with overlap "
                          "(Cluster::gather_stall_s; default: calibrated from SYNC_PLAN's run with overlap; 0 "
@@ -340,6 +347,8 @@ def main():
                          "prints the model's phases of the overlapped step next to the traced ones, each minus "
                          "DDP's (phase_compare.py)")
     a = ap.parse_args()
+    if a.update_seconds is not None and a.update_seconds < 0:
+        ap.error(f"--update-seconds must be at least 0 seconds, got {a.update_seconds} (rule cli.value)")
     if a.gather_stall is not None and a.gather_stall < 0:
         ap.error(f"--gather-stall must be at least 0 seconds, got {a.gather_stall} (rule cli.value)")
     if a.profile_passes < 1:

@@ -92,9 +92,11 @@ def median_compute(steps, final):
 def calibrate(a, mesh, launcher):
     """The compute model's measurement, by the example itself: ddp without overlap on the cluster,
     at the global batch of the runs and at 2x it. amsp-train's compute (the step without its
-    waits for communication, every rank's: median_compute) per step = a·samples per rank
-    + update of all parameters; the planner fits a and the update rate (fit_compute_model). (A calibration with the ranks as
-    threads of one process came out 2x slower per sample than the MPI ranks: other contention.)"""
+    waits for communication, every rank's: median_compute) per step = a·samples per rank (the
+    line mode's fit, fit_compute_model, also takes an intercept). amsp-train counts its step() among the waits,
+    so the update of all parameters is measured apart, from the same run (median_update). (A
+    calibration with the ranks as threads of one process came out 2x slower per sample than the
+    MPI ranks: other contention.)"""
     ranks, nodes = map(int, mesh.split("x"))
     points = []
     for batch in (a.global_batch, 2 * a.global_batch):
@@ -111,7 +113,14 @@ def calibrate(a, mesh, launcher):
             full = (points[-1], final)
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
     # The overheads' calibration plans run among the checked plans' runs (run_config).
-    return {"points": points, "ddp_step": step, "contention": contention_points(a, mesh, launcher, *full)}
+    return {"points": points, "ddp_step": step, "update_s": median_update(full[1]),
+            "contention": contention_points(a, mesh, launcher, *full)}
+
+
+def median_update(final):
+    """The optimizer update's seconds: the median over every rank and the timed steps (2 .. n − 1)
+    of amsp-train's update_ms (its step() call; all of the update without overlap)."""
+    return statistics.median(u for r in final["ranks"] for u in r["update_ms"][1:-1]) / 1e3
 
 
 def median_run(runs):

@@ -42,14 +42,43 @@ def contention_args(a, config):
 
 
 def compute_rate_args(a, config, points):
-    """The compute rate (every rank computing) of compute_model_args's modes."""
+    """The compute rate (every rank computing) of compute_model_args's modes, and the update's
+    (update_seconds)."""
     if a.compute == "line":
         return ["--calibration", ",".join(f"{b}:{t}" for b, t in points)]
     samples, seconds = points[0]
+    update_s, _ = update_seconds(a, config)
+    update = ["--update-seconds-per-param", repr(update_s / model_parameters(config))]
     if a.compute == "step" and "ddp_step" in config["calibration"]:
-        ddp = json.loads(sh(predict_command(a, config, ["ddp"], ["--seconds-per-sample", "1e-12"]), 60))
+        ddp = json.loads(sh(predict_command(a, config, ["ddp"], ["--seconds-per-sample", "1e-12"] + update), 60))
         seconds = max(config["calibration"]["ddp_step"] - ddp["serial"], 1e-6)
-    return ["--seconds-per-sample", str(seconds / samples), "--update-seconds-per-param", "0"]
+    return ["--seconds-per-sample", str(seconds / samples)] + update
+
+
+def update_seconds(a, config):
+    """(seconds of the optimizer update of every parameter on one rank, where it comes from):
+    --update-seconds when given, else the calibration's measurement (DDP without overlap, whose
+    step() updates every parameter: amsp-train's update_ms, check_measure.median_update), else 0
+    for runs saved before it was measured. The planner prices a plan's update as this times
+    1 / s_os (step_model.hpp). amsp-train counts step() among its waits, so the compute the
+    calibration measures (the step less its waits) leaves the update out: without this term no
+    plan paid for its update, and DDP's, all parameters on every rank, is the largest
+    (docs/planner-check-phases.md, "The update")."""
+    if a.update_seconds is not None:
+        return a.update_seconds, "from --update-seconds"
+    measured = config["calibration"].get("update_s")
+    if measured is None:
+        return 0.0, "not measured: 0"
+    return measured, f"from ddp's update without overlap, {measured * 1e3:.2f} ms"
+
+
+def model_parameters(config):
+    """The trained model's parameter count, from any of the run's final records."""
+    for by_plan in config["runs"].values():
+        for runs in by_plan.values():
+            for run in runs:
+                return run["final"]["parameters"]
+    raise ValueError("a run without any training run: no parameter count")
 
 
 def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0,

@@ -159,6 +159,31 @@ final = {"ranks": [{"step_ms": [1, 50, 40, 1], "comm_ms": [0, 25, 25, 0]},
 expect("median compute, every rank", check_measure.median_compute([], final), 0.0275, 1e-12)
 expect("median compute, rank 0", check_measure.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
 
+# The update's measurement: every rank's update_ms, steps 2 .. n − 1, median (of 0.3, 0.5, 0.2,
+# 1.0 ms: 0.4 ms; their mean is 0.5).
+final["ranks"][0]["update_ms"], final["ranks"][1]["update_ms"] = [9, 0.3, 0.5, 9], [9, 0.2, 1.0, 9]
+expect("median update", check_measure.median_update(final), 0.4e-3, 1e-15)
+
+
+# The update reaches the planner per parameter of the model: the measurement (or --update-seconds)
+# over the parameter count of the run's final records; 0 for runs saved before it was measured.
+class Origin(On):
+    update_seconds = None
+
+
+update_config = {"calibration": {"points": [[2, 0.05]], "update_s": 0.35e-3},
+                 "runs": {"serial": {"ddp": [{"final": {"parameters": 1000}}]}}}
+expect("update measured", check.update_seconds(Origin(), update_config), (0.35e-3, "from ddp's update without overlap, 0.35 ms"))
+expect("update per parameter", check_predict.compute_rate_args(Origin(), update_config, [[2, 0.05]]),
+       ["--seconds-per-sample", "0.025", "--update-seconds-per-param", repr(0.35e-3 / 1000)])
+given = Origin()
+given.update_seconds = 2e-3
+expect("update given", check_predict.compute_rate_args(given, update_config, [[2, 0.05]])[3], repr(2e-3 / 1000))
+del update_config["calibration"]["update_s"]
+expect("update not measured", check.update_seconds(Origin(), update_config), (0.0, "not measured: 0"))
+expect("update not measured: 0 per parameter", check_predict.compute_rate_args(Origin(), update_config, [[2, 0.05]])[3],
+       repr(0.0))
+
 # best_fit recovers overheads that make every plan's measured step exact (error 0, Spearman 1).
 rows = [{"plan": p, "measured": true_step(p), "diagnose": PLANS[p]} for p in PLANS]
 step_s, sync_s, summary = check_stats.best_fit(rows)
@@ -324,6 +349,10 @@ bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file_
                       "--reanalyze", "nothing.json"], capture_output=True, text=True)
 expect("--profile-passes 0 exits 2", bad.returncode, 2)
 expect("--profile-passes 0 is named", "--profile-passes must be at least 1, got 0" in bad.stderr, True)
+bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), "--update-seconds", "-0.001",
+                      "--reanalyze", "nothing.json"], capture_output=True, text=True)
+expect("--update-seconds -0.001 exits 2", bad.returncode, 2)
+expect("--update-seconds -0.001 is named", "--update-seconds must be at least 0 seconds, got -0.001" in bad.stderr, True)
 
 if failures:
     print("\n".join(failures))

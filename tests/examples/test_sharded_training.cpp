@@ -138,3 +138,27 @@ TEST_CASE("amsp-train: --device-ms-per-sequence adds its wait to every step's co
   REQUIRE(emulated.steps.size() == 8);
   for (const StepRecord& s : emulated.steps) CHECK(s.seconds - s.comm_seconds >= wanted * (1 - 1e-9));
 }
+
+TEST_CASE("amsp-train: every rank's step, communication and update seconds come back; the update is part of the waits") {
+  const TextCorpus data = load_fortunes();
+  const amsp::Mesh mesh(4, 2);
+  TrainConfig cfg = small_run();
+  cfg.steps = 4;
+  cfg.schedule.total = 4;
+  cfg.overlap = false;  // the whole update inside step(): what the cluster check's calibration reads
+  const TrainOutcome got = train_on_threads(data, mesh, "ddp", cfg);
+  const std::size_t steps = got.steps.size(), ranks = std::size_t(mesh.world_size());
+  REQUIRE(steps == 4);
+  REQUIRE(got.rank_update_seconds.size() == ranks * steps);
+  REQUIRE(got.rank_comm_seconds.size() == ranks * steps);
+  for (std::size_t i = 0; i < steps; ++i) {
+    CAPTURE(i);
+    CHECK(got.rank_update_seconds[i] == got.steps[i].update_seconds);  // rank 0's own records
+    CHECK(got.rank_comm_seconds[i] == got.steps[i].comm_seconds);
+  }
+  for (std::size_t k = 0; k < ranks * steps; ++k) {
+    CAPTURE(k);
+    CHECK(got.rank_update_seconds[k] > 0.0);
+    CHECK(got.rank_update_seconds[k] <= got.rank_comm_seconds[k]);
+  }
+}
