@@ -122,9 +122,7 @@ TEST_CASE("amsp-train: a run stopped at step 15 and resumed from its checkpoint 
 TEST_CASE("amsp-train: --device-ms-per-sequence adds its wait to every step's compute and changes no loss") {
   const TextCorpus data = load_fortunes();
   const amsp::Mesh mesh(4, 2);
-  TrainConfig cfg = small_run();
-  cfg.steps = 8;
-  cfg.schedule.total = 8;
+  TrainConfig cfg = small_run(8);
   cfg.micro_batches = 2;
   const TrainOutcome reference = train_on_threads(data, mesh, "amsp-13b", cfg);
   TrainConfig device = cfg;
@@ -142,9 +140,7 @@ TEST_CASE("amsp-train: --device-ms-per-sequence adds its wait to every step's co
 TEST_CASE("amsp-train: every rank's step, communication and update seconds come back; the update is part of the waits") {
   const TextCorpus data = load_fortunes();
   const amsp::Mesh mesh(4, 2);
-  TrainConfig cfg = small_run();
-  cfg.steps = 4;
-  cfg.schedule.total = 4;
+  TrainConfig cfg = small_run(4);
   cfg.overlap = false;  // the whole update inside step(): what the cluster check's calibration reads
   const TrainOutcome got = train_on_threads(data, mesh, "ddp", cfg);
   const std::size_t steps = got.steps.size(), ranks = std::size_t(mesh.world_size());

@@ -17,9 +17,7 @@ using amsp_train::test::train_on_threads;
 namespace {
 
 TrainConfig short_run(EngineSpace space) {
-  TrainConfig cfg = small_run();
-  cfg.steps = 3;  // validation after step 2 and after the last: both byte-count windows
-  cfg.schedule.total = cfg.steps;
+  TrainConfig cfg = small_run(3);  // validation after step 2 and after the last: both byte-count windows
   cfg.micro_batches = 2;
   cfg.eval_every = 2;
   cfg.engine_space = space;

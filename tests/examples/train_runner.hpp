@@ -12,13 +12,14 @@
 
 namespace amsp_train::test {
 
-/// 30 steps of a 2-block GPT of width 32 on 16-byte windows: about a second on 8 threads.
-inline TrainConfig small_run() {
+/// `steps` steps (30: about a second on 8 threads) of a 2-block GPT of width 32 on 16-byte
+/// windows, the learning-rate schedule ending with them.
+inline TrainConfig small_run(int steps = 30) {
   TrainConfig cfg;
   cfg.model = GptConfig{.context = 16, .width = 32, .heads = 2, .layers = 2};
-  cfg.steps = 30;
+  cfg.steps = steps;
   cfg.global_batch = 16;
-  cfg.schedule = LrSchedule{.peak = 1e-2f, .min_ratio = 0.1f, .warmup = 5, .total = 30};
+  cfg.schedule = LrSchedule{.peak = 1e-2f, .min_ratio = 0.1f, .warmup = 5, .total = steps};
   cfg.weight_decay = 0.1f;
   cfg.eval_every = 0;
   cfg.eval_windows = 16;
