@@ -350,6 +350,9 @@ def main():
     a = ap.parse_args()
     if a.update_seconds is not None and a.update_seconds < 0:
         ap.error(f"--update-seconds must be at least 0 seconds, got {a.update_seconds} (rule cli.value)")
+    if a.update_seconds is not None and a.compute == "line":
+        ap.error("--update-seconds prices the update of --compute origin and step; --compute line fits its own "
+                 "(rule cli.value)")
     if a.gather_stall is not None and a.gather_stall < 0:
         ap.error(f"--gather-stall must be at least 0 seconds, got {a.gather_stall} (rule cli.value)")
     if a.profile_passes < 1:

@@ -353,6 +353,10 @@ bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file_
                       "--reanalyze", "nothing.json"], capture_output=True, text=True)
 expect("--update-seconds -0.001 exits 2", bad.returncode, 2)
 expect("--update-seconds -0.001 is named", "--update-seconds must be at least 0 seconds, got -0.001" in bad.stderr, True)
+bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), "--update-seconds", "0.001",
+                      "--compute", "line", "--reanalyze", "nothing.json"], capture_output=True, text=True)
+expect("--update-seconds with --compute line exits 2", bad.returncode, 2)
+expect("--update-seconds with --compute line is named", "--compute line fits its own" in bad.stderr, True)
 
 if failures:
     print("\n".join(failures))
