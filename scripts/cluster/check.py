@@ -151,8 +151,7 @@ def analyze(a, config):
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
-                       "update_from": "fitted to the calibration points: --compute line" if a.compute == "line"
-                       else update_seconds(a, config)[1],
+                       "update_from": update_seconds(a, config)[1],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,
                        "contention": contention_args(a, config)[1:] or

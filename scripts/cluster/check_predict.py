@@ -57,13 +57,16 @@ def compute_rate_args(a, config, points):
 
 def update_seconds(a, config):
     """(seconds of the optimizer update of every parameter on one rank, where it comes from):
-    --update-seconds when given, else the calibration's measurement (DDP without overlap, whose
-    step() updates every parameter: amsp-train's update_ms, check_measure.median_update), else 0
-    for runs saved before it was measured. The planner prices a plan's update as this times
+    none under --compute line (its fit takes the update as the intercept), else --update-seconds
+    when given, else the calibration's measurement (DDP without overlap, whose step() updates
+    every parameter: amsp-train's update_ms, check_measure.median_update), else 0 for runs saved
+    before it was measured. The planner prices a plan's update as this times
     1 / s_os (step_model.hpp). amsp-train counts step() among its waits, so the compute the
     calibration measures (the step less its waits) leaves the update out: without this term no
     plan paid for its update, and DDP's, all parameters on every rank, is the largest
     (docs/planner-check-phases.md, "The update")."""
+    if a.compute == "line":
+        return 0.0, "fitted to the calibration points: --compute line"
     if a.update_seconds is not None:
         return a.update_seconds, "from --update-seconds"
     measured = config["calibration"].get("update_s")
