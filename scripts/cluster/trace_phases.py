@@ -4,9 +4,12 @@
 to the first rank entering the next), when the last rank starts its first forward (the step's
 first gather or spread and the ranks' own spread), ends the forward of the last bucket, ends the
 backward of bucket 0, and when the next step starts; then each rank's device time in the step
-(mean over ranks). Medians over the steps after --skip; the last `start_micro_batch` wait only
-ends the step before it. Compare the plans of one mesh and rate, or a plan with the model's schedule
-(docs/planner-check-quiet-host.md).
+(mean over ranks). A second line splits each rank's own step (its entry to its next entry):
+how long after the first rank the last one enters, and per rank (mean) the device time, the main
+thread's waits and the host time that is neither (issuing, unpacking, being descheduled).
+Medians over the steps after --skip; the last `start_micro_batch` wait only ends the step before
+it. Compare the plans of one mesh and rate, or a plan with the model's schedule
+(docs/planner-check-quiet-host.md, docs/planner-check-traced-terms.md).
 Usage: trace_phases.py PREFIX [--skip 2]"""
 import argparse
 import statistics
@@ -53,6 +56,30 @@ def phases(ranks, skip):
     return [statistics.median(r[i] for r in rows) / 1e3 for i in range(5)], len(rows)
 
 
+def rank_time(ranks, skip):
+    """Medians over steps skip.. of (last rank's entry after the first's, and per rank (mean) its
+    own step, device time, main-thread waits, host time that is neither), ms. A rank's step runs
+    from its `start_micro_batch` wait to its next; waits are the main thread's (tid 0) `wait`
+    events inside it."""
+    per_rank = []
+    for events in ranks:
+        starts = sorted(e["ts"] for e in events if e.get("cat") == "wait" and e["name"] == "start_micro_batch")
+        rows = []
+        for t0, t1 in zip(starts, starts[1:]):
+            inside = [e for e in events if t0 <= e.get("ts", -1) < t1 and "dur" in e]
+            device = sum(e["dur"] for e in inside if e.get("cat") == "device")
+            waits = sum(e["dur"] for e in inside if e.get("cat") == "wait" and e.get("tid") == 0)
+            rows.append((t0, t1 - t0, device, waits))
+        per_rank.append(rows)
+    n = min(len(r) for r in per_rank)
+    out = []
+    for k in range(skip, n):
+        entries = [r[k][0] for r in per_rank]
+        step, device, waits = (statistics.mean(r[k][i] for r in per_rank) for i in (1, 2, 3))
+        out.append((max(entries) - min(entries), step, device, waits, step - device - waits))
+    return [statistics.median(r[i] for r in out) / 1e3 for i in range(5)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("prefix")
@@ -65,6 +92,9 @@ def main():
     print(f"{a.prefix}: last rank's first forward starts {first:.2f} | forward ends {forward:.2f} | "
           f"backward ends {backward:.2f} | next step {step:.2f} | device time per rank {device:.2f} "
           f"(ms from the first rank entering the step, medians over {n} steps)")
+    spread, step, device, waits, other = rank_time(load(a.prefix), a.skip)
+    print(f"{a.prefix}: last rank enters {spread:.2f} after the first | per rank: step {step:.2f}, device "
+          f"{device:.2f}, waits {waits:.2f}, other host time {other:.2f} (ms, medians over {n} steps)")
 
 
 if __name__ == "__main__":

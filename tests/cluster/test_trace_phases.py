@@ -21,9 +21,11 @@ def device(name, bucket, ts, dur):
     return {"name": name, "cat": "device", "ph": "X", "ts": ts, "dur": dur, "tid": 0, "args": {"bucket": bucket}}
 
 
-def rank(offset, last_backward, slow_step):
+def rank(offset, last_backward, slow_step, wait_us):
     """Steps of 100 ms from `offset` us; forward buckets 0 and 1, backward 1 then 0 (us from the
-    rank's step start); backward 0 lasts `last_backward`, 40 ms longer in step `slow_step`."""
+    rank's step start); backward 0 lasts `last_backward`, 40 ms longer in step `slow_step`; a
+    main-thread wait of `wait_us` before the first forward, and one on another thread (not the
+    rank's own wait) of 7 ms."""
     events = []
     for k in range(4):
         t0 = offset + 100000 * k
@@ -32,7 +34,10 @@ def rank(offset, last_backward, slow_step):
         if k == 3:
             break  # the last wait only ends step 2
         back0 = last_backward + (40000 if k == slow_step else 0)
-        events += [device("forward", 0, t0 + 10000, 5000), device("forward", 1, t0 + 20000, 10000),
+        events += [{"name": "gather", "cat": "wait", "ph": "X", "ts": t0 + 1000, "dur": wait_us, "tid": 0,
+                    "args": {"bucket": 0}},
+                   {"name": "gather", "cat": "wait", "ph": "X", "ts": t0 + 1000, "dur": 7000, "tid": 1, "args": {}},
+                   device("forward", 0, t0 + 10000, 5000), device("forward", 1, t0 + 20000, 10000),
                    device("backward", 1, t0 + 40000, 10000), device("backward", 0, t0 + 50000, back0)]
     return {"traceEvents": events}
 
@@ -49,12 +54,16 @@ with tempfile.TemporaryDirectory() as d:
     # 5 + 10 = 15 ms, the last forward ends at 5 + 30 = 35, the last backward at 5 + 50 + 30 = 85
     # (in step 1 rank 0's, 50 + 60 = 110), the next step at 100; device per rank 45 and 55 ms, mean
     # 50 (rank 0 85 in step 1: 70). Medians over the three steps: 15, 35, 85 (a mean: 93.3), 100, 50.
-    json.dump(rank(0, 20000, 1), open(f"{prefix}.rank0.json", "w"))
-    json.dump(rank(5000, 30000, -1), open(f"{prefix}.rank1.json", "w"))
+    # Each rank's own step: rank 1 enters 5 ms after rank 0; steps of 100 ms; waits 3 and 1 ms
+    # (mean 2; the other thread's 7 ms not counted); host time per rank (100 - 45 - 3 + 100 - 55 - 1)
+    # / 2 = 48, in step 1 (100 - 85 - 3 + 44) / 2 = 28: median 48 (a mean: 41.3).
+    json.dump(rank(0, 20000, 1, 3000), open(f"{prefix}.rank0.json", "w"))
+    json.dump(rank(5000, 30000, -1, 1000), open(f"{prefix}.rank1.json", "w"))
     code, out = run(prefix, "--skip", "0")
     expect("exit", code, 0)
     for text in ("first forward starts 15.00", "forward ends 35.00", "backward ends 85.00", "next step 100.00",
-                 "device time per rank 50.00", "medians over 3 steps"):
+                 "device time per rank 50.00", "medians over 3 steps", "last rank enters 5.00 after the first",
+                 "step 100.00, device 50.00, waits 2.00, other host time 48.00"):
         expect(f"prints {text!r}", text in out, True)
     code, out = run(prefix)  # --skip 2 by default: step 2 alone (rank 0 not slow there)
     expect("default skip", "medians over 1 steps" in out and "backward ends 85.00" in out, True)
