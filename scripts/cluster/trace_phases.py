@@ -6,7 +6,8 @@ first gather or spread and the ranks' own spread), ends the forward of the last 
 backward of bucket 0, and when the next step starts; then each rank's device time in the step
 (mean over ranks). A second line splits each rank's own step (its entry to its next entry):
 how long after the first rank the last one enters, and per rank (mean) the device time, the main
-thread's waits and the host time that is neither (issuing, unpacking, being descheduled).
+thread's waits and the host time that is neither (amsp-train's own math on the host, issuing
+calls, being descheduled).
 Medians over the steps after --skip; the last `start_micro_batch` wait only ends the step before
 it. Compare the plans of one mesh and rate, or a plan with the model's schedule
 (docs/planner-check-quiet-host.md, docs/planner-check-traced-terms.md).
@@ -20,9 +21,11 @@ from trace_calls import load
 
 def rank_steps(events):
     """A rank's steps: (start, next start, first forward's start, last forward's end, backward 0's
-    end, device time) in us, one per `start_micro_batch` wait but the last."""
+    end, device time, the main thread's (tid 0) waits) in us, one per `start_micro_batch` wait but
+    the last."""
     starts = sorted(e["ts"] for e in events if e.get("cat") == "wait" and e["name"] == "start_micro_batch")
     device = sorted((e for e in events if e.get("cat") == "device"), key=lambda e: e["ts"])
+    waits = [e for e in events if e.get("cat") == "wait" and e.get("tid") == 0 and "dur" in e]
     out = []
     for t0, t1 in zip(starts, starts[1:]):
         inside = [e for e in device if t0 <= e["ts"] < t1]
@@ -35,7 +38,8 @@ def rank_steps(events):
         last_bucket = max(e["args"]["bucket"] for e in forward)
         last_forward = max(e["ts"] + e["dur"] for e in forward if e["args"]["bucket"] == last_bucket)
         backward_0 = max(e["ts"] + e["dur"] for e in backward if e["args"]["bucket"] == 0)
-        out.append((t0, t1, min(e["ts"] for e in forward), last_forward, backward_0, sum(e["dur"] for e in inside)))
+        out.append((t0, t1, min(e["ts"] for e in forward), last_forward, backward_0, sum(e["dur"] for e in inside),
+                    sum(e["dur"] for e in waits if t0 <= e["ts"] < t1)))
     return out
 
 
@@ -59,23 +63,13 @@ def phases(ranks, skip):
 def rank_time(ranks, skip):
     """Medians over steps skip.. of (last rank's entry after the first's, and per rank (mean) its
     own step, device time, main-thread waits, host time that is neither), ms. A rank's step runs
-    from its `start_micro_batch` wait to its next; waits are the main thread's (tid 0) `wait`
-    events inside it."""
-    per_rank = []
-    for events in ranks:
-        starts = sorted(e["ts"] for e in events if e.get("cat") == "wait" and e["name"] == "start_micro_batch")
-        rows = []
-        for t0, t1 in zip(starts, starts[1:]):
-            inside = [e for e in events if t0 <= e.get("ts", -1) < t1 and "dur" in e]
-            device = sum(e["dur"] for e in inside if e.get("cat") == "device")
-            waits = sum(e["dur"] for e in inside if e.get("cat") == "wait" and e.get("tid") == 0)
-            rows.append((t0, t1 - t0, device, waits))
-        per_rank.append(rows)
-    n = min(len(r) for r in per_rank)
+    from its `start_micro_batch` wait to its next (rank_steps)."""
+    steps = [rank_steps(events) for events in ranks]
     out = []
-    for k in range(skip, n):
-        entries = [r[k][0] for r in per_rank]
-        step, device, waits = (statistics.mean(r[k][i] for r in per_rank) for i in (1, 2, 3))
+    for k in range(skip, min(len(s) for s in steps)):
+        entries = [s[k][0] for s in steps]
+        step = statistics.mean(s[k][1] - s[k][0] for s in steps)
+        device, waits = (statistics.mean(s[k][i] for s in steps) for i in (5, 6))
         out.append((max(entries) - min(entries), step, device, waits, step - device - waits))
     return [statistics.median(r[i] for r in out) / 1e3 for i in range(5)]
 
