@@ -10,7 +10,10 @@ by op, size and group size, the median spread of the ranks' starts, how late the
 after the ranks' mean start (what a call waits for its slowest rank beyond the schedule's typical
 one), and the median time from the last start to the last end. docs/planner-check-chains.md and
 docs/planner-check-reproducibility.md read such traces.
-Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3]"""
+With --by-thread the summary of queued calls keeps each thread's calls apart (the main thread's
+blocking calls, such as amsp-train's loss AllReduce, from the engine's streams', such as the
+gradient norm's AllReduce of the same size).
+Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread]"""
 import argparse
 import glob
 import json
@@ -56,6 +59,8 @@ def main():
     p.add_argument("--steps", default="", help="steps to print call by call (comma-separated), none by default")
     p.add_argument("--stall", type=float, default=1.3, help="a queued call slower than this times its kind's "
                    "median after a gap counts as stalled (default 1.3)")
+    p.add_argument("--by-thread", action="store_true", help="summarise each thread's calls apart: the main "
+                   "thread's (main) and each stream's (thread N)")
     a = p.parse_args()
     ranks = load(a.prefix)
     starts = step_starts(ranks[0])
@@ -74,14 +79,16 @@ def main():
     kinds = {}
     for events in ranks:
         for e, queued in chained_calls(events):
-            kinds.setdefault((e["name"], e["args"]["bytes"]), {False: [], True: []})[queued].append(e["dur"] / 1e3)
+            thread = (("main" if e["tid"] == 0 else f"thread {e['tid']}"),) if a.by_thread else ()
+            kind = kinds.setdefault((e["name"], e["args"]["bytes"]) + thread, {False: [], True: []})
+            kind[queued].append(e["dur"] / 1e3)
     print("op bytes: calls after a gap (median ms) | queued calls (median ms, share over "
           f"{a.stall}x the median after a gap)")
-    for (op, size), d in sorted(kinds.items()):
+    for (op, size, *thread), d in sorted(kinds.items()):
         alone, queued = d[False], d[True]
         base = statistics.median(alone) if alone else float("nan")
         stalled = sum(1 for t in queued if alone and t > a.stall * base)
-        print(f"{op} {size:.0f}: {len(alone)} ({base:.2f}) | {len(queued)} "
+        print(f"{op} {size:.0f}{''.join(f' ({t})' for t in thread)}: {len(alone)} ({base:.2f}) | {len(queued)} "
               f"({statistics.median(queued) if queued else float('nan'):.2f}, {stalled}/{len(queued)})")
     print_arrivals(ranks)
 

@@ -126,6 +126,27 @@ with open(f"{hand}.rank1.json", "w") as f:
     json.dump({"traceEvents": []}, f)
 worked = subprocess.run([sys.executable, script, hand], capture_output=True, text=True, timeout=60)
 assert worked.returncode == 0 and "not aligned" in worked.stdout, worked.stdout
+# --by-thread keeps the main thread's calls apart from a stream's of the same op and size: each rank
+# makes a 100 us AllReduce of 8 bytes on the main thread and a 300 us one on thread 1, 1 ms apart
+# (both after a gap): mixed, the median of 0.1, 0.1, 0.3, 0.3 ms is 0.2; apart, 0.1 and 0.3.
+threads = os.path.join(work, "threads")
+for rank in range(2):
+    with open(f"{threads}.rank{rank}.json", "w") as f:
+        json.dump({"traceEvents": [{"name": "all_reduce", "cat": "collective", "ph": "X", "ts": ts, "dur": dur,
+                                    "pid": rank, "tid": tid, "args": {"bytes": 8, "group": 2}}
+                                   for ts, dur, tid in ((0, 100, 0), (1000, 300, 1))]}, f)
+
+
+def summary(*args):
+    """The queued-call summary's all_reduce rows of trace_calls.py on the hand-made traces."""
+    out = subprocess.run([sys.executable, script, threads, *args], capture_output=True, text=True, timeout=60).stdout
+    return [l for l in out.split(header)[0].splitlines() if l.startswith("all_reduce")]
+
+
+assert summary() == ["all_reduce 8: 4 (0.20) | 0 (nan, 0/0)"], summary()
+assert summary("--by-thread") == ["all_reduce 8 (main): 2 (0.10) | 0 (nan, 0/0)",
+                                  "all_reduce 8 (thread 1): 2 (0.30) | 0 (nan, 0/0)"], summary("--by-thread")
+
 wrong = subprocess.run([sys.executable, script, overlapped, "--steps", "99"], capture_output=True, text=True, timeout=60)
 assert wrong.returncode == 2 and "rule cli.value" in wrong.stderr, (wrong.returncode, wrong.stderr)
 
