@@ -82,11 +82,12 @@ def main():
     if a.skip < 0:
         print(f"trace_phases.py: --skip must be at least 0, got {a.skip} [rule cli.value]", file=sys.stderr)
         sys.exit(2)
-    (first, forward, backward, step, device), n = phases(load(a.prefix), a.skip)
+    ranks = load(a.prefix)
+    (first, forward, backward, step, device), n = phases(ranks, a.skip)
     print(f"{a.prefix}: last rank's first forward starts {first:.2f} | forward ends {forward:.2f} | "
           f"backward ends {backward:.2f} | next step {step:.2f} | device time per rank {device:.2f} "
           f"(ms from the first rank entering the step, medians over {n} steps)")
-    spread, step, device, waits, other = rank_time(load(a.prefix), a.skip)
+    spread, step, device, waits, other = rank_time(ranks, a.skip)
     print(f"{a.prefix}: last rank enters {spread:.2f} after the first | per rank: step {step:.2f}, device "
           f"{device:.2f}, waits {waits:.2f}, other host time {other:.2f} (ms, medians over {n} steps)")
 
