@@ -13,7 +13,13 @@ docs/planner-check-reproducibility.md read such traces.
 With --by-thread the summary of queued calls keeps each thread's calls apart (the main thread's
 blocking calls, such as amsp-train's loss AllReduce, from the engine's streams', such as the
 gradient norm's AllReduce of the same size).
-Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread]"""
+With --issued it prints instead the chains of nonblocking calls each stream issues after step()
+(the main thread's `step` wait) until the next: by thread and place in the chain, op and bytes (as
+the trace records them: an AllGather's are each rank's part), the median time from a call's issue
+to the next issue on its thread. Where the stream issues a call once the one before it completed,
+as the spread after the update does, that is the call's own time (docs/planner-check-traced-terms.md,
+"The spread's chain"); a gather stream's prefetches wait for compute instead.
+Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread] [--issued]"""
 import argparse
 import glob
 import json
@@ -53,6 +59,36 @@ def chained_calls(events, gap_us=200):
     return out
 
 
+def issued_chains(events):
+    """{(thread, place in the chain from 1, op, bytes): [us from the call's issue to the next issue on
+    its thread]} for the nonblocking calls each stream thread (not the main thread, tid 0) issues
+    from the end of each `step` wait of the main thread to the next."""
+    ends = sorted(e["ts"] + e["dur"] for e in events if e.get("cat") == "wait" and e["name"] == "step"
+                  and e.get("tid") == 0)
+    issued = sorted((e for e in events if e.get("cat") == "issued" and e.get("tid") != 0), key=lambda e: e["ts"])
+    out = {}
+    for start, stop in zip(ends, ends[1:] + [float("inf")]):
+        by_thread = {}
+        for e in issued:
+            if start <= e["ts"] < stop:
+                by_thread.setdefault(e["tid"], []).append(e)
+        for tid, calls in by_thread.items():
+            for k, (call, after) in enumerate(zip(calls, calls[1:])):
+                out.setdefault((tid, k + 1, call["name"], call["args"]["bytes"]), []).append(after["ts"] - call["ts"])
+    return out
+
+
+def print_issued(ranks):
+    chains = {}
+    for events in ranks:
+        for key, times in issued_chains(events).items():
+            chains.setdefault(key, []).extend(times)
+    print("issued after step(): thread, call of the chain: op bytes: calls | to the next issue on the thread "
+          "(median ms)")
+    for (tid, k, op, size), times in sorted(chains.items()):
+        print(f"thread {tid}, call {k}: {op} {size:.0f}: {len(times)} | {statistics.median(times) / 1e3:.2f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("prefix")
@@ -61,8 +97,13 @@ def main():
                    "median after a gap counts as stalled (default 1.3)")
     p.add_argument("--by-thread", action="store_true", help="summarise each thread's calls apart: the main "
                    "thread's (main) and each stream's (thread N)")
+    p.add_argument("--issued", action="store_true", help="print the chains of nonblocking calls the streams "
+                   "issue after step() instead (what the spread's calls take)")
     a = p.parse_args()
     ranks = load(a.prefix)
+    if a.issued:
+        print_issued(ranks)
+        return
     starts = step_starts(ranks[0])
     for k in (int(s) for s in a.steps.split(",") if s):
         if not 0 <= k < len(starts) - 1:

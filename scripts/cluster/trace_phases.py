@@ -7,7 +7,8 @@ backward of bucket 0, and when the next step starts; then each rank's device tim
 (mean over ranks). A second line splits each rank's own step (its entry to its next entry):
 how long after the first rank the last one enters, and per rank (mean) the device time, the main
 thread's waits and the host time that is neither (amsp-train's own math on the host, issuing
-calls, being descheduled).
+calls, being descheduled). A third line splits those waits by kind (the gather of bucket 0, where
+a step starts, apart from the later gathers).
 Medians over the steps after --skip; the last `start_micro_batch` wait only ends the step before
 it. Compare the plans of one mesh and rate, or a plan with the model's schedule
 (docs/planner-check-quiet-host.md, docs/planner-check-traced-terms.md).
@@ -74,6 +75,27 @@ def rank_time(ranks, skip):
     return [statistics.median(r[i] for r in out) / 1e3 for i in range(5)]
 
 
+def wait_kinds(ranks, skip):
+    """{kind: median over steps skip.. of the main thread's waits of that kind in a rank's own step
+    (mean over ranks), ms}: each wait by its name, the gather of bucket 0 (the step's start: the
+    update and spread of the first bucket, or its gather) apart as `first gather`."""
+    steps = [rank_steps(events) for events in ranks]
+    n = min(len(s) for s in steps)
+    per_step = []
+    for k in range(skip, n):
+        totals = {}
+        for s, events in zip(steps, ranks):
+            t0, t1 = s[k][0], s[k][1]
+            for e in events:
+                if e.get("cat") == "wait" and e.get("tid") == 0 and "dur" in e and t0 <= e["ts"] < t1:
+                    first = e["name"] == "gather" and e.get("args", {}).get("bucket") == 0
+                    kind = "first gather" if first else e["name"]
+                    totals[kind] = totals.get(kind, 0.0) + e["dur"] / len(ranks)
+        per_step.append(totals)
+    kinds = sorted({kind for totals in per_step for kind in totals})
+    return {kind: statistics.median(t.get(kind, 0.0) for t in per_step) / 1e3 for kind in kinds}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("prefix")
@@ -90,6 +112,9 @@ def main():
     spread, step, device, waits, other = rank_time(ranks, a.skip)
     print(f"{a.prefix}: last rank enters {spread:.2f} after the first | per rank: step {step:.2f}, device "
           f"{device:.2f}, waits {waits:.2f}, other host time {other:.2f} (ms, medians over {n} steps)")
+    kinds = wait_kinds(ranks, a.skip)
+    print(f"{a.prefix}: main-thread waits per rank: " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items()
+                                                                    if ms >= 0.005) + f" (ms, medians over {n} steps)")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,11 @@ def device(name, bucket, ts, dur):
     return {"name": name, "cat": "device", "ph": "X", "ts": ts, "dur": dur, "tid": 0, "args": {"bucket": bucket}}
 
 
-def rank(offset, last_backward, slow_step, wait_us):
+def rank(offset, last_backward, slow_step, wait_us, sync_us):
     """Steps of 100 ms from `offset` us; forward buckets 0 and 1, backward 1 then 0 (us from the
     rank's step start); backward 0 lasts `last_backward`, 40 ms longer in step `slow_step`; a
-    main-thread wait of `wait_us` before the first forward, and one on another thread (not the
-    rank's own wait) of 7 ms."""
+    main-thread wait of `wait_us` for bucket 0's gather before the first forward, and one on another
+    thread (not the rank's own wait) of 7 ms; a main-thread synchronize wait of `sync_us` at 95 ms."""
     events = []
     for k in range(4):
         t0 = offset + 100000 * k
@@ -36,7 +36,10 @@ def rank(offset, last_backward, slow_step, wait_us):
         back0 = last_backward + (40000 if k == slow_step else 0)
         events += [{"name": "gather", "cat": "wait", "ph": "X", "ts": t0 + 1000, "dur": wait_us, "tid": 0,
                     "args": {"bucket": 0}},
-                   {"name": "gather", "cat": "wait", "ph": "X", "ts": t0 + 1000, "dur": 7000, "tid": 1, "args": {}},
+                   {"name": "gather", "cat": "wait", "ph": "X", "ts": t0 + 1000, "dur": 7000, "tid": 1,
+                    "args": {"bucket": 0}},
+                   {"name": "synchronize", "cat": "wait", "ph": "X", "ts": t0 + 95000, "dur": sync_us, "tid": 0,
+                    "args": {}},
                    device("forward", 0, t0 + 10000, 5000), device("forward", 1, t0 + 20000, 10000),
                    device("backward", 1, t0 + 40000, 10000), device("backward", 0, t0 + 50000, back0)]
     return {"traceEvents": events}
@@ -54,16 +57,18 @@ with tempfile.TemporaryDirectory() as d:
     # 5 + 10 = 15 ms, the last forward ends at 5 + 30 = 35, the last backward at 5 + 50 + 30 = 85
     # (in step 1 rank 0's, 50 + 60 = 110), the next step at 100; device per rank 45 and 55 ms, mean
     # 50 (rank 0 85 in step 1: 70). Medians over the three steps: 15, 35, 85 (a mean: 93.3), 100, 50.
-    # Each rank's own step: rank 1 enters 5 ms after rank 0; steps of 100 ms; waits 3 and 1 ms
-    # (mean 2; the other thread's 7 ms not counted); host time per rank (100 - 45 - 3 + 100 - 55 - 1)
-    # / 2 = 48, in step 1 (100 - 85 - 3 + 44) / 2 = 28: median 48 (a mean: 41.3).
-    json.dump(rank(0, 20000, 1, 3000), open(f"{prefix}.rank0.json", "w"))
-    json.dump(rank(5000, 30000, -1, 1000), open(f"{prefix}.rank1.json", "w"))
+    # Each rank's own step: rank 1 enters 5 ms after rank 0; steps of 100 ms; waits 3 + 2 and 1 ms
+    # (mean 3; the other thread's 7 ms not counted); host time per rank (100 - 45 - 5 + 100 - 55 - 1)
+    # / 2 = 47, in step 1 (100 - 85 - 5 + 44) / 2 = 27: median 47 (a mean: 40.3). By kind: bucket 0's
+    # gather 3 and 1 ms (mean 2), synchronize 2 and 0 (mean 1).
+    json.dump(rank(0, 20000, 1, 3000, 2000), open(f"{prefix}.rank0.json", "w"))
+    json.dump(rank(5000, 30000, -1, 1000, 0), open(f"{prefix}.rank1.json", "w"))
     code, out = run(prefix, "--skip", "0")
     expect("exit", code, 0)
     for text in ("first forward starts 15.00", "forward ends 35.00", "backward ends 85.00", "next step 100.00",
                  "device time per rank 50.00", "medians over 3 steps", "last rank enters 5.00 after the first",
-                 "step 100.00, device 50.00, waits 2.00, other host time 48.00"):
+                 "step 100.00, device 50.00, waits 3.00, other host time 47.00",
+                 "main-thread waits per rank: first gather 2.00, synchronize 1.00 (ms"):
         expect(f"prints {text!r}", text in out, True)
     code, out = run(prefix)  # --skip 2 by default: step 2 alone (rank 0 not slow there)
     expect("default skip", "medians over 1 steps" in out and "backward ends 85.00" in out, True)

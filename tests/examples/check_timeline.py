@@ -147,6 +147,27 @@ assert summary() == ["all_reduce 8: 4 (0.20) | 0 (nan, 0/0)"], summary()
 assert summary("--by-thread") == ["all_reduce 8 (main): 2 (0.10) | 0 (nan, 0/0)",
                                   "all_reduce 8 (thread 1): 2 (0.30) | 0 (nan, 0/0)"], summary("--by-thread")
 
+# --issued: each stream's chain of nonblocking calls after step(), from each issue to the next on
+# the same thread. Per rank two steps; thread 1 issues AllGathers of 100, 200, 200 bytes at 20,
+# 520 (rank 1: 620), 2520 us after each step() ends; thread 2 issues one of 300 bytes between them
+# (not part of thread 1's chain) and the main thread two that no chain counts. Call 1: 500 and 600
+# us, median 0.55 ms over 4 calls; call 2: 2000 and 1900 us, median 1.95; call 3 has no next issue,
+# nor has thread 2's call 1.
+issued = os.path.join(work, "issued")
+for rank in range(2):
+    events = []
+    for t0 in (0, 10000):
+        events.append({"name": "step", "cat": "wait", "ph": "X", "ts": t0, "dur": 10, "pid": rank, "tid": 0})
+        for at, size, tid in ((20, 100, 1), (520 + 100 * rank, 200, 1), (600, 300, 2), (700, 50, 0), (800, 50, 0), (2520, 200, 1)):
+            events.append({"name": "all_gather", "cat": "issued", "ph": "i", "ts": t0 + 10 + at, "pid": rank,
+                           "tid": tid, "args": {"bytes": size, "group": 2}})
+    with open(f"{issued}.rank{rank}.json", "w") as f:
+        json.dump({"traceEvents": events}, f)
+chains = subprocess.run([sys.executable, script, issued, "--issued"], capture_output=True, text=True, timeout=60)
+assert chains.returncode == 0, chains.stderr
+assert chains.stdout.splitlines()[1:] == ["thread 1, call 1: all_gather 100: 4 | 0.55",
+                                          "thread 1, call 2: all_gather 200: 4 | 1.95"], chains.stdout
+
 wrong = subprocess.run([sys.executable, script, overlapped, "--steps", "99"], capture_output=True, text=True, timeout=60)
 assert wrong.returncode == 2 and "rule cli.value" in wrong.stderr, (wrong.returncode, wrong.stderr)
 
