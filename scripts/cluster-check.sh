@@ -2,7 +2,7 @@
 # The planner checked against measured step times on the emulated cluster (docs/cluster.md,
 # docs/planner-check.md): builds amsp-train, amsp-profile and
 # amsp-cluster-predict, then runs scripts/cluster/check.py (options: --help; defaults: meshes 4x2
-# and 2x4, rates 1gbit and 200mbit, the nine plans, 5 runs of each, a plan's step the mean
+# and 2x4, rates 1gbit and 200mbit, the nine plans, 10 runs of each, a plan's step the mean
 # of its runs). Needs root (exit 77 if not).
 #   scripts/cluster-check.sh                                # the full table (about 30 min; 45 with three rates)
 #   scripts/cluster-check.sh --meshes 4x2 --rates 1gbit --plans 'ddp;hsdp' --repeats 2   # a smoke run

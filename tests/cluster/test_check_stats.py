@@ -349,6 +349,11 @@ bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file_
                       "--reanalyze", "nothing.json"], capture_output=True, text=True)
 expect("--profile-passes 0 exits 2", bad.returncode, 2)
 expect("--profile-passes 0 is named", "--profile-passes must be at least 1, got 0" in bad.stderr, True)
+for option in ("--repeats", "--steps"):  # before a cluster comes up (it did: 2026-12-05)
+    bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), option, "0",
+                          "--reanalyze", "nothing.json"], capture_output=True, text=True)
+    expect(f"{option} 0 exits 2", bad.returncode, 2)
+    expect(f"{option} 0 is named", f"{option} must be at least 1, got 0" in bad.stderr, True)
 bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), "--update-seconds", "-0.001",
                       "--reanalyze", "nothing.json"], capture_output=True, text=True)
 expect("--update-seconds -0.001 exits 2", bad.returncode, 2)
