@@ -4,7 +4,7 @@
 # amsp-cluster-predict, then runs scripts/cluster/check.py (options: --help; defaults: meshes 4x2
 # and 2x4, rates 1gbit and 200mbit, the nine plans, 10 runs of each, a plan's step the mean
 # of its runs). Needs root (exit 77 if not).
-#   scripts/cluster-check.sh                                # the full table (about 30 min; 45 with three rates)
+#   scripts/cluster-check.sh                                # the full table (about 35 min; 67 with three rates)
 #   scripts/cluster-check.sh --meshes 4x2 --rates 1gbit --plans 'ddp;hsdp' --repeats 2   # a smoke run
 #   scripts/cluster-check.sh --out run.json --diagnose      # + the best fit of the overheads (what the lead runs)
 #   scripts/cluster-check.sh --global-batch 8 --model "--context 32 --width 64 --heads 4 --layers 2" \
