@@ -17,7 +17,7 @@ With --issued it prints instead the chains of nonblocking calls each stream issu
 (the main thread's `step` wait) until the next: by thread and place in the chain, op and bytes (as
 the trace records them: an AllGather's are each rank's part), the median time from a call's issue
 to the next issue on its thread. Where the stream issues a call once the one before it completed,
-as the spread after the update does, that is the call's own time (docs/planner-check-traced-terms.md,
+as the spread after the update does, that is the call's own time (docs/planner-check-step-start.md,
 "The spread's chain"); a gather stream's prefetches wait for compute instead.
 Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread] [--issued]"""
 import argparse

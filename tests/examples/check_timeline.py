@@ -158,7 +158,8 @@ for rank in range(2):
     events = []
     for t0 in (0, 10000):
         events.append({"name": "step", "cat": "wait", "ph": "X", "ts": t0, "dur": 10, "pid": rank, "tid": 0})
-        for at, size, tid in ((20, 100, 1), (520 + 100 * rank, 200, 1), (600, 300, 2), (700, 50, 0), (800, 50, 0), (2520, 200, 1)):
+        for at, size, tid in ((20, 100, 1), (520 + 100 * rank, 200, 1), (600, 300, 2), (700, 50, 0), (800, 50, 0),
+                              (2520, 200, 1)):
             events.append({"name": "all_gather", "cat": "issued", "ph": "i", "ts": t0 + 10 + at, "pid": rank,
                            "tid": tid, "args": {"bytes": size, "group": 2}})
     with open(f"{issued}.rank{rank}.json", "w") as f:
