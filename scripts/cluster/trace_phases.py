@@ -44,10 +44,11 @@ def rank_steps(events):
     return out
 
 
-def phases(ranks, skip):
+def phases(ranks, skip, steps=None):
     """Medians over steps skip.. of (last first-forward start, last forward end, last backward end,
-    next step, mean device time), ms from the first rank entering the step."""
-    steps = [rank_steps(events) for events in ranks]
+    next step, mean device time), ms from the first rank entering the step. `steps`: the ranks'
+    rank_steps when the caller has them already."""
+    steps = steps or [rank_steps(events) for events in ranks]
     n = min(len(s) for s in steps)
     if n <= skip:
         print(f"trace_phases.py: --skip {skip}: the traces have {n} complete steps [rule cli.value]", file=sys.stderr)
@@ -61,11 +62,10 @@ def phases(ranks, skip):
     return [statistics.median(r[i] for r in rows) / 1e3 for i in range(5)], len(rows)
 
 
-def rank_time(ranks, skip):
+def rank_time(steps, skip):
     """Medians over steps skip.. of (last rank's entry after the first's, and per rank (mean) its
-    own step, device time, main-thread waits, host time that is neither), ms. A rank's step runs
-    from its `start_micro_batch` wait to its next (rank_steps)."""
-    steps = [rank_steps(events) for events in ranks]
+    own step, device time, main-thread waits, host time that is neither), ms, from the ranks'
+    rank_steps. A rank's step runs from its `start_micro_batch` wait to its next."""
     out = []
     for k in range(skip, min(len(s) for s in steps)):
         entries = [s[k][0] for s in steps]
@@ -75,11 +75,11 @@ def rank_time(ranks, skip):
     return [statistics.median(r[i] for r in out) / 1e3 for i in range(5)]
 
 
-def wait_kinds(ranks, skip):
+def wait_kinds(ranks, steps, skip):
     """{kind: median over steps skip.. of the main thread's waits of that kind in a rank's own step
-    (mean over ranks), ms}: each wait by its name, the gather of bucket 0 (the step's start: the
-    update and spread of the first bucket, or its gather) apart as `first gather`."""
-    steps = [rank_steps(events) for events in ranks]
+    (mean over ranks), ms}, from the ranks' events and rank_steps: each wait by its name, the gather
+    of bucket 0 (the step's start: the update and spread of the first bucket, or its gather) apart
+    as `first gather`."""
     n = min(len(s) for s in steps)
     per_step = []
     for k in range(skip, n):
@@ -105,14 +105,15 @@ def main():
         print(f"trace_phases.py: --skip must be at least 0, got {a.skip} [rule cli.value]", file=sys.stderr)
         sys.exit(2)
     ranks = load(a.prefix)
-    (first, forward, backward, step, device), n = phases(ranks, a.skip)
+    steps = [rank_steps(events) for events in ranks]
+    (first, forward, backward, step, device), n = phases(ranks, a.skip, steps)
     print(f"{a.prefix}: last rank's first forward starts {first:.2f} | forward ends {forward:.2f} | "
           f"backward ends {backward:.2f} | next step {step:.2f} | device time per rank {device:.2f} "
           f"(ms from the first rank entering the step, medians over {n} steps)")
-    spread, step, device, waits, other = rank_time(ranks, a.skip)
+    spread, step, device, waits, other = rank_time(steps, a.skip)
     print(f"{a.prefix}: last rank enters {spread:.2f} after the first | per rank: step {step:.2f}, device "
           f"{device:.2f}, waits {waits:.2f}, other host time {other:.2f} (ms, medians over {n} steps)")
-    kinds = wait_kinds(ranks, a.skip)
+    kinds = wait_kinds(ranks, steps, a.skip)
     print(f"{a.prefix}: main-thread waits per rank: " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items()
                                                                     if ms >= 0.005) + f" (ms, medians over {n} steps)")
 
