@@ -21,6 +21,7 @@ as the spread after the update does, that is the call's own time (docs/planner-c
 "The spread's chain"); a gather stream's prefetches wait for compute instead.
 Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread] [--issued]"""
 import argparse
+import bisect
 import glob
 import json
 import statistics
@@ -65,16 +66,15 @@ def issued_chains(events):
     from the end of each `step` wait of the main thread to the next."""
     ends = sorted(e["ts"] + e["dur"] for e in events if e.get("cat") == "wait" and e["name"] == "step"
                   and e.get("tid") == 0)
-    issued = sorted((e for e in events if e.get("cat") == "issued" and e.get("tid") != 0), key=lambda e: e["ts"])
+    chains = {}  # (step() it follows, thread): its calls in time order
+    for e in sorted((e for e in events if e.get("cat") == "issued" and e.get("tid") != 0), key=lambda e: e["ts"]):
+        after_step = bisect.bisect_right(ends, e["ts"]) - 1
+        if after_step >= 0:
+            chains.setdefault((after_step, e["tid"]), []).append(e)
     out = {}
-    for start, stop in zip(ends, ends[1:] + [float("inf")]):
-        by_thread = {}
-        for e in issued:
-            if start <= e["ts"] < stop:
-                by_thread.setdefault(e["tid"], []).append(e)
-        for tid, calls in by_thread.items():
-            for k, (call, after) in enumerate(zip(calls, calls[1:])):
-                out.setdefault((tid, k + 1, call["name"], call["args"]["bytes"]), []).append(after["ts"] - call["ts"])
+    for (_, tid), calls in chains.items():
+        for k, (call, after) in enumerate(zip(calls, calls[1:])):
+            out.setdefault((tid, k + 1, call["name"], call["args"]["bytes"]), []).append(after["ts"] - call["ts"])
     return out
 
 

@@ -20,13 +20,18 @@ import sys
 from trace_calls import load
 
 
+def main_thread_waits(events):
+    """A rank's waits on its main thread (tid 0), the ones that hold its compute."""
+    return [e for e in events if e.get("cat") == "wait" and e.get("tid") == 0 and "dur" in e]
+
+
 def rank_steps(events):
     """A rank's steps: (start, next start, first forward's start, last forward's end, backward 0's
     end, device time, the main thread's (tid 0) waits) in us, one per `start_micro_batch` wait but
     the last."""
     starts = sorted(e["ts"] for e in events if e.get("cat") == "wait" and e["name"] == "start_micro_batch")
     device = sorted((e for e in events if e.get("cat") == "device"), key=lambda e: e["ts"])
-    waits = [e for e in events if e.get("cat") == "wait" and e.get("tid") == 0 and "dur" in e]
+    waits = main_thread_waits(events)
     out = []
     for t0, t1 in zip(starts, starts[1:]):
         inside = [e for e in device if t0 <= e["ts"] < t1]
@@ -81,13 +86,14 @@ def wait_kinds(ranks, steps, skip):
     of bucket 0 (the step's start: the update and spread of the first bucket, or its gather) apart
     as `first gather`."""
     n = min(len(s) for s in steps)
+    waits = [main_thread_waits(events) for events in ranks]
     per_step = []
     for k in range(skip, n):
         totals = {}
-        for s, events in zip(steps, ranks):
+        for s, rank_waits in zip(steps, waits):
             t0, t1 = s[k][0], s[k][1]
-            for e in events:
-                if e.get("cat") == "wait" and e.get("tid") == 0 and "dur" in e and t0 <= e["ts"] < t1:
+            for e in rank_waits:
+                if t0 <= e["ts"] < t1:
                     first = e["name"] == "gather" and e.get("args", {}).get("bucket") == 0
                     kind = "first gather" if first else e["name"]
                     totals[kind] = totals.get(kind, 0.0) + e["dur"] / len(ranks)
