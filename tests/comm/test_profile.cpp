@@ -135,7 +135,10 @@ TEST_CASE("profile: measured entries and their JSON document") {
   CHECK(entries[0].bytes == 4096);
   CHECK(entries[1].bytes == 1000 / 8 * 8);  // whole fp32 elements per rank of a 2-rank group
   CHECK(entries.back().group == Factor{2, 2});
-  CHECK(entries.back().bytes == 1000 / 16 * 16);
+  CHECK(entries.back().op == comm::op_kind::broadcast);
+  CHECK(entries.back().bytes == 1000);  // the whole buffer on every rank: whole fp32 elements only
+  CHECK(entries[entries.size() - 7].op == comm::op_kind::all_gather);
+  CHECK(entries[entries.size() - 7].bytes == 1000 / 16 * 16);  // a whole element per rank of four
   for (const auto& e : entries) CHECK(e.seconds > 0);
   for (const auto& e : entries) CHECK(e.first_pair_seconds == 0);  // back to back: no rank's end measured
 
@@ -156,12 +159,27 @@ TEST_CASE("profile: measured entries and their JSON document") {
   CHECK(list[4].at("op").as_string() == "all_reduce");
   CHECK(list[4].at("busbw_gbps").as_number() == doctest::Approx(list[4].at("algbw_gbps").as_number()));  // 2(n-1)/n = 1
 
-  std::string rule;
+  // 8 bytes (the gradient norm's AllReduce): two elements, less than one per rank of four, so
+  // timed for the ops that hold the whole buffer only.
+  std::vector<planner::ProfileEntry> small;
   comm::run_on_threads(4, [&](comm::ThreadsCommunicator& world) {
-    const std::string r = test::rule_thrown([&] { (void)amsp_profile::measure(world, mesh, ops, {Factor{2, 2}}, {8}); });
-    if (world.rank() == 0) rule = r;
+    auto mine = amsp_profile::measure(world, mesh, ops, {Factor{2, 2}}, {8});
+    if (world.rank() == 0) small = std::move(mine);
   });
-  CHECK(rule == "profile.size");
+  REQUIRE(small.size() == 2);
+  CHECK(small[0].op == comm::op_kind::all_reduce);
+  CHECK(small[1].op == comm::op_kind::broadcast);
+  for (const auto& e : small) CHECK(e.bytes == 8);
+
+  std::string blocks_only, below_one_element;
+  const std::vector<comm::op_kind> block_ops{comm::op_kind::all_gather, comm::op_kind::reduce_scatter};
+  comm::run_on_threads(4, [&](comm::ThreadsCommunicator& world) {
+    const std::string r = test::rule_thrown([&] { (void)amsp_profile::measure(world, mesh, block_ops, {Factor{2, 2}}, {8}); });
+    const std::string e = test::rule_thrown([&] { (void)amsp_profile::measure(world, mesh, ops, {Factor{2, 2}}, {2}); });
+    if (world.rank() == 0) blocks_only = r, below_one_element = e;
+  });
+  CHECK(blocks_only == "profile.size");
+  CHECK(below_one_element == "profile.size");
 }
 
 TEST_CASE("profile: the planner reads back what the writer writes") {

@@ -164,6 +164,22 @@ TEST_CASE("pipelined step: the spread's first piece, on idle links, is priced af
                        doctest::Contains("gapped"), amsp::error);
 }
 
+TEST_CASE("pipelined step: a call queued behind a smaller one keeps its idle price") {
+  // Units of a quarter and three quarters; the spread 4 s after a gap (1 and 3 s), 8 s back to
+  // back (2 and 6 s); forward 2 s, backward 4 s, update 1 s. Small unit first: spread 0 on the
+  // idle stream 1-2; spread 1 queued behind the smaller piece keeps its gapped 3 s: 2-5 (not 2-8);
+  // forward 0 at 2-2.5, forward 1 waits for its spread: 5-6.5; backward 6.5-9.5, 9.5-10.5.
+  const std::vector<CommTerm> spread{term(TrafficTerm::param_spread, Window::first_forward)};
+  const std::vector<double> gapped{4.0};
+  const UnitSchedule small_first{{0.25, 0.75}, 2.0, 4.0, 1, 1.0, true};
+  CHECK(pipelined_step_seconds(small_first, 0.0, spread, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
+  // Large unit first: spread 0 at 1-4; spread 1 queued behind a larger piece pays back to back,
+  // 2 s: 4-6; forward 0 at 4-5.5, forward 1 at 6-6.5; backward 6.5-7.5, 7.5-10.5 (10 had it kept
+  // its gapped 1 s).
+  const UnitSchedule large_first{{0.75, 0.25}, 2.0, 4.0, 1, 1.0, true};
+  CHECK(pipelined_step_seconds(large_first, 0.0, spread, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
+}
+
 TEST_CASE("pipelined step: two streams crossing nodes share the links") {
   // Update 0-1; spreads (2 s per unit alone) and forward gathers (2 s per unit alone) on the
   // two streams, all across nodes; weights kept, no reductions. Spread 0 alone at 1-3; at 3

@@ -142,10 +142,23 @@ enum class GapTiming { slowest_call, paced, chained };
   return (*mid + *std::max_element(values.begin(), mid)) / 2;
 }
 
+/// The bytes `op` is timed with for a requested size on a group of shape `shape`: whole fp32
+/// elements per rank for all_gather and reduce_scatter (a multiple of 4 × group size), whole
+/// elements for the ops that hold the whole buffer on every rank; 0 when not one fits.
+[[nodiscard]] inline std::uint64_t rounded_message_bytes(comm::op_kind op, std::uint64_t requested, Factor shape) {
+  const bool blocks = op == comm::op_kind::all_gather || op == comm::op_kind::reduce_scatter;
+  const std::uint64_t unit = blocks ? 4 * static_cast<std::uint64_t>(shape.size()) : 4;
+  return requested / unit * unit;
+}
+
 /// Measures every (op, group set, size) on `world` (collective: every rank calls it with the same
 /// arguments; the times are rank 0's, between two world barriers), every group of a set at once.
-/// Sizes are rounded down to a multiple of 4 × group size bytes so that every rank holds a whole
-/// number of fp32 elements. With a `gap`, every call instead follows a world barrier and an idle
+/// Sizes are rounded down to whole fp32 elements: for all_gather and reduce_scatter a multiple of
+/// 4 × group size bytes (every rank holds a whole block), for the ops that hold the whole buffer on
+/// every rank (all_reduce, broadcast, reduce) a multiple of 4. A size too small for one op's
+/// rounding is skipped for that op (since 2026-12-05: the gradient norm's 8-byte AllReduce, which
+/// Open MPI runs by recursive doubling where a 4 KB one runs as a ring, is timed at its own size);
+/// a size no op of any set can take is an error (rule profile.size). With a `gap`, every call instead follows a world barrier and an idle
 /// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
 /// training after a compute segment, which back-to-back calls never do), and the mean over the
 /// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), and of the
@@ -164,15 +177,24 @@ template <comm::communicator C>
   mesh.check_world_size(world.size());
   check(chain_calls >= 2, "profile.chain", "a chain needs at least 2 calls, got ", chain_calls);
   using Clock = std::chrono::steady_clock;
+  for (std::uint64_t requested : sizes) {
+    const bool fits = std::any_of(sets.begin(), sets.end(), [&](const auto& shape_set) {
+      return std::any_of(ops.begin(), ops.end(), [&](comm::op_kind op) {
+        return rounded_message_bytes(op, requested, shape_set.first) > 0;
+      });
+    });
+    check(fits, "profile.size", "message size ", requested,
+          " fits no op and group measured: all_gather and reduce_scatter need one fp32 element per rank of the "
+          "group, the other ops one element");
+  }
   std::vector<ProfileEntry> entries;
   for (const auto& [shape, set] : sets) {
     C group = world.split(set);
     const auto g = static_cast<std::uint64_t>(shape.size());
     for (comm::op_kind op : ops)
       for (std::uint64_t requested : sizes) {
-        const std::uint64_t bytes = requested / (4 * g) * (4 * g);
-        check(bytes > 0, "profile.size", "message size ", requested, " is smaller than one fp32 element per rank of a ",
-              to_string(shape), " group");
+        const std::uint64_t bytes = rounded_message_bytes(op, requested, shape);
+        if (bytes == 0) continue;  // too small for this op on this group; measured for another
         const std::size_t elements = bytes / 4;
         const std::size_t block = elements / g;
         host_buffer<float> send(elements), recv(elements);
