@@ -1,9 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "amsp/planner/cluster.hpp"
 #include "amsp/planner/comm_model.hpp"
 
 using namespace amsp;
@@ -168,4 +170,25 @@ TEST_CASE("comm model: which engine calls follow compute in the schedule without
   // The paper's formulas keep the windows' reading.
   for (const CommTerm& t : comm_terms(PlanGroups(mesh, Plan{{4, 2}, {4, 2}, {4, 2}}), toy, 2, {}, CommMode::paper))
     CHECK(t.after_compute == (t.window == Window::every_micro_batch));
+}
+
+TEST_CASE("comm model: the norm costs its transfer alone, the reductions before it their waits too") {
+  // ZeRO-1 on 4 x 2, 1 ms of waits per hand-over: the OS ReduceScatter of each unit waits 7 ms (a
+  // ring over 8 ranks), the norm's AllReduce of one double none (its ranks have just left that
+  // ReduceScatter together), where a ring's 14 waits would make it 14 ms.
+  Cluster c = paper_cluster(2);
+  c.mesh = mesh;
+  c.step_overhead_s = 0.001;
+  const auto terms = comm_terms(PlanGroups(mesh, Plan{{1, 1}, {1, 1}, {4, 2}}), toy, 1);
+  const auto of = [&](std::string_view name) -> const CommTerm& {
+    for (const CommTerm& t : terms)
+      if (t.name == name) return t;
+    FAIL("no term " << name);
+    return terms.front();
+  };
+  const double norm_transfer = c.transfer_seconds(comm::op_kind::all_reduce, 8, {4, 2});
+  CHECK(norm_transfer < 0.001);
+  CHECK(of("grad_norm").seconds(c) == doctest::Approx(norm_transfer));
+  CHECK(c.collective_seconds(comm::op_kind::all_reduce, 8, {4, 2}) == doctest::Approx(0.014));
+  CHECK(of("grad_reduce_os").seconds(c) == doctest::Approx(2 * 0.007));  // two units, 7 waits each
 }

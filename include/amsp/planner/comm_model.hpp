@@ -91,6 +91,12 @@ struct CommTerm {
   /// is priced as a call after compute (Cluster::profile_after_compute): its links drained, the
   /// ranks just out of compute; a call chained behind another is priced back to back.
   bool after_compute = true;
+  /// False for a call that follows a collective over the same ranks: the gradient norm, issued
+  /// once the stream drained, whose last call (the OS stage's reduction) had the whole OS group
+  /// there. Such a call costs its transfer alone (Cluster::transfer_seconds), no waits for peers
+  /// per hand-over: traced at 0.07-0.17 ms on the emulated cluster, where the waits of the 14
+  /// steps of a ring over 8 ranks priced it at up to 0.9 ms (docs/planner-check-step-start.md).
+  bool waits_for_peers = true;
 
   CommTerm() = default;
   CommTerm(std::string n, Window w, std::vector<CollectiveCall> c = {})
@@ -105,7 +111,8 @@ struct CommTerm {
   [[nodiscard]] double seconds(const Cluster& cluster, bool priced_after_compute) const {
     double t = 0;
     for (const CollectiveCall& c : calls)
-      t += c.count * (cluster.collective_seconds(c.op, c.bytes, c.group, priced_after_compute) +
+      t += c.count * ((waits_for_peers ? cluster.collective_seconds(c.op, c.bytes, c.group, priced_after_compute)
+                                       : cluster.transfer_seconds(c.op, c.bytes, c.group, priced_after_compute)) +
                       (between_compute() ? cluster.between_compute_seconds(c.group) : 0.0));
     return t;
   }
@@ -208,8 +215,11 @@ inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<co
   if (mesh.world_size() > s_os)
     add_per_unit(reduction(TrafficTerm::grad_replicas), units, comm::op_kind::all_reduce,
                    o.grad_wire_bytes, s_os, 1.0, group_shape(groups.os_replica(), mesh));
-  if (s_os > 1)
-    term(TrafficTerm::grad_norm, Window::last_backward).calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});
+  if (s_os > 1) {
+    CommTerm& norm = term(TrafficTerm::grad_norm, Window::last_backward);
+    norm.calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});
+    norm.waits_for_peers = false;
+  }
   if (s_os > s_p)
     add_per_unit(term(TrafficTerm::param_spread, Window::first_forward), units,
                    even ? comm::op_kind::all_gather : comm::op_kind::broadcast, o.param_wire_bytes, s_p, 1.0,
