@@ -164,7 +164,8 @@ def call_sizes(a, mesh, plans):
     in log-log (docs/planner-check-terms.md, "The waits for peers overlap the transfer"). The
     gradient norm's 8-byte AllReduce too (since 2026-12-05; amsp-profile times it for all_reduce
     only): Open MPI runs it by recursive doubling, 0.07-0.17 ms traced, where the profile's
-    smallest ring AllReduce (4 KB) priced it at up to 0.8 ms (docs/planner-check-step-start.md)."""
+    smallest ring AllReduce (4 KB) priced it at 0.23-0.34 ms at 1 Gbit/s
+    (docs/planner-check-queued-and-norm.md)."""
     out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
               "--global-batch", str(a.global_batch)] + a.model_args, 60)
     return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]

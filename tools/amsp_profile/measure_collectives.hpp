@@ -158,9 +158,10 @@ enum class GapTiming { slowest_call, paced, chained };
 /// every rank (all_reduce, broadcast, reduce) a multiple of 4. A size too small for one op's
 /// rounding is skipped for that op (since 2026-12-05: the gradient norm's 8-byte AllReduce, which
 /// Open MPI runs by recursive doubling where a 4 KB one runs as a ring, is timed at its own size);
-/// a size no op of any set can take is an error (rule profile.size). With a `gap`, every call instead follows a world barrier and an idle
-/// `gap` on every rank (links drained, token buckets refilled, TCP idle: what a call meets in
-/// training after a compute segment, which back-to-back calls never do), and the mean over the
+/// a size no op of any set can take is an error (rule profile.size). With a `gap`, every call
+/// instead follows a world barrier and an idle `gap` on every rank (links drained, token buckets
+/// refilled, TCP idle: what a call meets in training after a compute segment, which back-to-back
+/// calls never do), and the mean over the
 /// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), and of the
 /// first pair's (ProfileEntry::first_pair_seconds, since 2026-12-04). `forms` says
 /// which ops are timed as their asynchronous call waited for at once (MPI: MPI_Iallgather, ... in

@@ -95,7 +95,7 @@ struct CommTerm {
   /// once the stream drained, whose last call (the OS stage's reduction) had the whole OS group
   /// there. Such a call costs its transfer alone (Cluster::transfer_seconds), no waits for peers
   /// per hand-over: traced at 0.07-0.17 ms on the emulated cluster, where the waits of the 14
-  /// steps of a ring over 8 ranks priced it at up to 0.9 ms (docs/planner-check-step-start.md).
+  /// steps of a ring over 8 ranks priced it at up to 0.9 ms (docs/planner-check-queued-and-norm.md).
   bool waits_for_peers = true;
 
   CommTerm() = default;

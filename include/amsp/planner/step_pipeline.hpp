@@ -112,7 +112,7 @@ struct PipelineStream {
   /// smaller one (a lower idle price) still takes its idle price: the back-to-back profile times
   /// a call behind one of its own size, and in the traces the spread's second call (200 KB behind
   /// 74 KB) ran near its gapped price in five of six configurations, its third (behind 200 KB) at
-  /// its back-to-back one in all six (docs/planner-check-step-start.md).
+  /// its back-to-back one in all six (docs/planner-check-queued-and-norm.md).
   double run(double ready, double idle_seconds, double queued_seconds) {
     const bool queued = !(ready > free_at) && !(last_idle_seconds < idle_seconds);
     const double alone = queued ? queued_seconds : idle_seconds;
