@@ -14,6 +14,7 @@ import argparse
 import json
 import lzma
 import os
+import statistics
 import subprocess
 import sys
 
@@ -105,9 +106,10 @@ def analyze(a, config):
     ranks, nodes = map(int, mesh.split("x"))
     compute_args = compute_model_args(a, config)
     overhead, sync = overheads(a, config, compute_args)
-    kappa, kappa_from = overlap_slowdown(a, config, compute_args, overhead, sync)
-    stall, stall_from = gather_stall(a, config, compute_args, overhead, sync, kappa)
-    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa, stall)
+    skew, skew_from = entry_skew(a, config)
+    kappa, kappa_from = overlap_slowdown(a, config, compute_args, overhead, sync, skew)
+    stall, stall_from = gather_stall(a, config, compute_args, overhead, sync, kappa, skew)
+    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa, stall, skew)
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -133,9 +135,10 @@ def analyze(a, config):
     config["predictions"] = predictions  # phase_compare reads their "phases"
     if a.diagnose:
         # The same predictions with each overhead raised by 1 ms: the step's slope in each.
-        base = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 0, kappa, stall), 60).splitlines())}
-        d_step = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 1e-3, 0, kappa, stall), 60).splitlines())}
-        d_sync = {p["name"]: p for p in map(json.loads, sh(predict_command(a, config, plans, compute_args, 0, 1e-3, kappa, stall), 60).splitlines())}
+        def predicted(step_s, sync_s):
+            command = predict_command(a, config, plans, compute_args, step_s, sync_s, kappa, stall, skew)
+            return {p["name"]: p for p in map(json.loads, sh(command, 60).splitlines())}
+        base, d_step, d_sync = predicted(0, 0), predicted(1e-3, 0), predicted(0, 1e-3)
         for mode, rows in tables.items():
             key = PREDICTION[mode]
             for r in rows:
@@ -154,12 +157,26 @@ def analyze(a, config):
                        "update_from": update_seconds(a, config)[1],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,
+                       "entry_skew": skew, "entry_skew_from": skew_from,
                        "contention": contention_args(a, config)[1:] or
                        ["off" if a.contention == "off" else "not measured: off"]}
     return config
 
 
-def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
+def entry_skew(a, config):
+    """(seconds, where they come from) after the first rank the last one enters a step, before
+    which the overlapped step's first forward cannot start (Cluster::entry_skew_s): --entry-skew
+    when given; else the median traced in the calibration, the mean over its two plans (runs since
+    2026-12-06's twenty-fourth session: check_measure.traced_entry_skew); 0 for runs without it."""
+    if a.entry_skew is not None:
+        return a.entry_skew, "--entry-skew"
+    traced = config["calibration"].get("entry_skew_traced")
+    if not traced:
+        return 0.0, "not measured: 0"
+    return statistics.mean(traced.values()), "traced from " + " and ".join(traced)
+
+
+def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s, entry_skew_s=0.0):
     """(κ, where it comes from) for a run's predictions with overlap: --overlap-slowdown when given;
     else calibrated like the overheads, from a plan not among those checked: the κ in [0, 1] that
     makes the planner's step with overlap of CALL_PLAN equal its measured one (runs since
@@ -180,7 +197,7 @@ def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s):
 
     def step(kappa):
         return json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, call_overhead_s,
-                                             sync_overhead_s, kappa), 60))["overlapped"]
+                                             sync_overhead_s, kappa, 0.0, entry_skew_s), 60))["overlapped"]
     return matching_value(step, measured, 0.0, 1.0, 20, cal["call_plan"], "its step at κ = 0 already reaches the measured one",
                           "its step at κ = 1 stays below the measured one")
 
@@ -198,7 +215,7 @@ def matching_value(step, measured, lo, hi, rounds, plan, at_lo, at_hi):
     return (lo + hi) / 2, f"{plan} with overlap"
 
 
-def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa):
+def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa, entry_skew_s=0.0):
     """(seconds, where they come from) a unit's compute waits after a gather inside a node in the
     step with overlap (Cluster::gather_stall_s): --gather-stall when given; else calibrated like κ,
     from a plan not among those checked that gathers inside a node: the stall that makes the
@@ -214,7 +231,7 @@ def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kapp
 
     def step(stall):
         return json.loads(sh(predict_command(a, config, [cal["sync_plan"]], compute_args, call_overhead_s,
-                                             sync_overhead_s, kappa, stall), 60))["overlapped"]
+                                             sync_overhead_s, kappa, stall, entry_skew_s), 60))["overlapped"]
     return matching_value(step, measured, 0.0, 2e-3, 16, cal["sync_plan"],
                           "its step without a stall already reaches the measured one",
                           "its step with 2 ms stalls stays below the measured one")
@@ -306,6 +323,9 @@ def main():
                     help="seconds a unit's compute waits after a gather inside a node in the step with overlap "
                          "(Cluster::gather_stall_s; default: calibrated from SYNC_PLAN's run with overlap; 0 "
                          "reproduces the model without the term)")
+    ap.add_argument("--entry-skew", type=float, default=None,
+                    help="seconds after the first rank the last one enters a step (Cluster::entry_skew_s; "
+                         "default: traced in the calibration; 0 reproduces the model without it)")
     ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
                     help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
                          "step of its ring (Cluster::step_overhead_s)")
@@ -354,8 +374,9 @@ def main():
     if a.update_seconds is not None and a.compute == "line":
         ap.error("--update-seconds prices the update of --compute origin and step; --compute line fits its own "
                  "(rule cli.value)")
-    if a.gather_stall is not None and a.gather_stall < 0:
-        ap.error(f"--gather-stall must be at least 0 seconds, got {a.gather_stall} (rule cli.value)")
+    for name, value in (("--gather-stall", a.gather_stall), ("--entry-skew", a.entry_skew)):
+        if value is not None and value < 0:
+            ap.error(f"{name} must be at least 0 seconds, got {value} (rule cli.value)")
     if a.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {a.repeats} (rule cli.value)")
     if a.steps < 1:

@@ -5,15 +5,19 @@ amsp-profile, then runs every plan in each schedule, counting the bytes the node
 (run_config: the record of one configuration that --out saves and --reanalyze reads). Also the
 readings of amsp-train's every-rank split that the analysis shares (median_compute,
 measured_computing)."""
+import glob
 import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from check_stats import busy_share, median_profile, typical_step
+from trace_calls import load as load_traces
+from trace_phases import rank_steps, rank_time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -77,6 +81,23 @@ def train(a, mesh, plan, steps, extra, launcher, batch=None):
     records = [{"step": int(m.group(1)), "step_ms": float(m.group(3)), "compute_ms": float(m.group(4)),
                 "comm_ms": float(m.group(5))} for m in STEP_LINE.finditer(out)]
     return records[1:-1], json.loads(out.strip().splitlines()[-1])
+
+
+def traced_entry_skew(a, mesh, launcher, plans, steps=20):
+    """{plan: seconds} after the first rank the last one enters a step: the median over the steps
+    after the first two (trace_phases.rank_time) of an amsp-train --timeline run with overlap of
+    each of `plans`, the calibration's (plans the check does not price, as for κ and the stall).
+    The planner's Cluster::entry_skew_s (check.py's entry_skew). A run of its own: tracing adds
+    0.4-1 ms to a step (docs/planner-check-traced-terms.md). The traces are removed."""
+    skew = {}
+    with tempfile.TemporaryDirectory(dir=a.work) as d:
+        prefix = os.path.join(d, "entry")
+        for plan in plans:
+            train(a, mesh, plan, steps, ["--backend", "mpi", *MODES["overlap"], "--timeline", prefix], launcher)
+            skew[plan] = rank_time([rank_steps(events) for events in load_traces(prefix)], 2)[0] / 1e3
+            for path in glob.glob(f"{prefix}.rank*.json"):
+                os.remove(path)
+    return skew
 
 
 def median_compute(steps, final):
@@ -291,6 +312,11 @@ def run_config(a, mesh, rate):
     calibration["call_plan_overlap_runs"] = calibration_runs[CALL_PLAN, "overlap"]
     calibration["sync_plan_overlap_runs"] = calibration_runs[SYNC_PLAN[mesh], "overlap"]
     calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
+    # The ranks' entry skew (check.py's entry_skew), traced after the timed runs (since 2026-12-06's
+    # twenty-fourth session; docs/planner-check-entry-skew.md).
+    calibration["entry_skew_traced"] = traced_entry_skew(a, mesh, launcher, [CALL_PLAN, SYNC_PLAN[mesh]])
+    print("  calibration entry skew: " + ", ".join(f"{plan} {1e3 * s:.2f} ms"
+                                                   for plan, s in calibration["entry_skew_traced"].items()), flush=True)
     sh([CLUSTER, "down"], 60)
     busy_after = host_busy()
     warn_if_busy(busy_after, f"after {tag}")

@@ -85,16 +85,16 @@ def model_parameters(config):
 
 
 def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0,
-                    gather_stall_s=0.0):
-    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown) and
-    `gather_stall_s` only change the step with overlap (check.py's overlap_slowdown and
-    gather_stall resolve them)."""
+                    gather_stall_s=0.0, entry_skew_s=0.0):
+    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown), `gather_stall_s`
+    and `entry_skew_s` only change the step with overlap (check.py's overlap_slowdown, gather_stall
+    and entry_skew resolve them)."""
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
     return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(config.get("global_batch", a.global_batch)),
-            "--overlap-slowdown", str(kappa), "--gather-stall", str(gather_stall_s),
+            "--overlap-slowdown", str(kappa), "--gather-stall", str(gather_stall_s), "--entry-skew", str(entry_skew_s),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
             "--stagger", a.stagger] + \

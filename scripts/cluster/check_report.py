@@ -43,6 +43,7 @@ def print_tables(config):
           f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}); "
           f"overlap slowdown κ {m['overlap_slowdown']:.3f} (from {m['overlap_slowdown_from']}); "
           f"{m['gather_stall'] * 1e3:.2f} ms stall after a gather inside a node (from {m['gather_stall_from']}); "
+          f"the last rank enters a step {m['entry_skew'] * 1e3:.2f} ms after the first (from {m['entry_skew_from']}); "
           f"CPU contention, computing ranks:seconds per sequence: {m['contention'][0]}. Analytic links where the profile has no entry: {links['intra_gbytes']:.2f} GB/s "
           f"inside a node, {links['intra_latency'] * 1e3:.2f} / {links['inter_latency'] * 1e3:.2f} ms per intra / "
           f"inter ring step.{host_line(config)}\n")

@@ -311,6 +311,38 @@ given = StallArgs()
 given.gather_stall = 3e-4
 expect("stall given", check.gather_stall(given, stall_config, [], 0, 0, 0), (3e-4, "--gather-stall"))
 expect("stall not measured", check.gather_stall(StallArgs(), dict(kappa_config, calibration={}), [], 0, 0, 0)[0], 0.0)
+
+# The ranks' entry skew: given, as given; traced in the calibration, the mean over its plans; runs
+# saved before it, 0. It reaches the planner's command, κ's calibration and the stall's: a stand-in
+# planner whose step with overlap grows by the skew it is given calibrates κ and the stall lower.
+class SkewArgs(StallArgs):
+    entry_skew = None
+
+
+skewed = SkewArgs()
+skewed.entry_skew = 4e-4
+expect("skew given", check.entry_skew(skewed, {"calibration": {"entry_skew_traced": {"cal": 1e-3}}}),
+       (4e-4, "--entry-skew"))
+traced_skew, traced_from = check.entry_skew(SkewArgs(), {"calibration": {"entry_skew_traced": {"cal": 3e-4,
+                                                                                                 "sync": 5e-4}}})
+expect("skew traced", traced_skew, 4e-4, 1e-15)
+expect("skew traced from", traced_from, "traced from cal and sync")
+expect("skew not measured", check.entry_skew(SkewArgs(), {"calibration": {}}), (0.0, "not measured: 0"))
+
+
+def fake_skew_sh(cmd, timeout):
+    skew, stall = (float(cmd[cmd.index(flag) + 1]) for flag in ("--entry-skew", "--gather-stall"))
+    kappa = float(cmd[cmd.index("--overlap-slowdown") + 1])
+    return json.dumps({"overlapped": 0.040 + 0.020 * kappa + 8 * stall + skew})
+
+
+check.sh = fake_skew_sh
+kappa_config["calibration"]["call_plan_overlap_runs"] = [0.046]
+expect("kappa with the skew", check.overlap_slowdown(KappaArgs(), kappa_config, [], 0, 0, 0.002)[0], 0.2, 1e-5)
+stall_config["calibration"]["sync_plan_overlap_runs"] = [0.041]
+expect("stall with the skew", check.gather_stall(StallArgs(), stall_config, [], 0, 0, 0, 0.0002)[0], 0.0001, 1e-7)
+command = check_predict.predict_command(Args(), kappa_config, ["ddp"], [], entry_skew_s=2.5e-4)
+expect("skew in the command", command[command.index("--entry-skew") + 1], "0.00025")
 check.sh = saved_sh
 
 # A profile from its passes: each entry as its median pass gave it, every field of that pass.

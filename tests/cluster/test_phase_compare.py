@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from types import SimpleNamespace
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster")
 sys.path.insert(0, SCRIPTS)
@@ -119,6 +120,25 @@ with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "trace_phases.py"), prefix, "--skip", "1"],
                            capture_output=True, text=True)
         expect("trace_phases reads it", (r.returncode, "first forward starts" in r.stdout), (0, True))
+        # check_measure.traced_entry_skew, as the check's calibration runs it: one value per plan,
+        # within a step (steps of about 2 ms here), and no trace left behind.
+        import check_measure  # noqa: E402
+        work = os.path.join(d, "skew")
+        os.makedirs(work)
+        settings = SimpleNamespace(train=os.path.join(sys.argv[2], "examples", "amsp_train", "amsp-train"),
+                                   global_batch=4, mpi_check_calls="off", work=work,
+                                   model_args="--context 16 --width 32 --heads 2 --layers 1".split(),
+                                   train_args=["--device-ms-per-sequence", "1"])
+        try:
+            subprocess.run([check_measure.CLUSTER, "up", "2", "2", "1gbit"], check=True, capture_output=True,
+                           timeout=120)
+            skew = check_measure.traced_entry_skew(settings, "2x2", [check_measure.CLUSTER, "run", "--", "-np", "4"],
+                                                   ["ddp"], steps=6)
+        finally:
+            subprocess.run([check_measure.CLUSTER, "down"], capture_output=True)
+        expect("entry skew traced for the plan", list(skew), ["ddp"])
+        expect("entry skew within a step", 0 <= skew["ddp"] < 0.05, True)
+        expect("entry traces removed", os.listdir(work), [])
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         expect("the cluster is down", "amspn-" in left, False)
 

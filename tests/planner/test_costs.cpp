@@ -110,6 +110,9 @@ TEST_CASE("profile: reads amsp-profile's JSON and falls back to the analytic mod
   c.sync_overhead_s = 0;
   c.call_overhead_s = -1e-3;
   CHECK_THROWS_WITH(validate(c), doctest::Contains("overhead per collective call"));
+  c.call_overhead_s = 0;
+  c.entry_skew_s = -1e-3;
+  CHECK_THROWS_WITH(validate(c), doctest::Contains("entry skew must be non-negative, got 0, 0, 0, 0 and -0.001 s"));
 }
 
 TEST_CASE("profile: calls between compute segments are priced from the after-compute profile") {

@@ -73,6 +73,33 @@ TEST_CASE("pipelined step: a unit's compute stalls after a gather inside a node"
   CHECK(step_time(c, 0.0, terms, {8.0, 2.0, 0.5}).overlapped == doctest::Approx(13.5));
 }
 
+TEST_CASE("pipelined step: the first forward waits for the last rank's entry, which a spread hides") {
+  // Update 0-1, the last rank enters at 1.5: forward 0 at 1.5-2.5, 1 at 2.5-3.5; backward 1 at
+  // 3.5-5.5, its OS ReduceScatter 5.5-6.5; backward 0 at 5.5-7.5, its ReduceScatter 7.5-8.5
+  // (8.0 without the skew: the forward from 1).
+  UnitSchedule u{halves, 2.0, 4.0, 1, 1.0, true};
+  u.entry_skew = 1.5;
+  const std::vector<CommTerm> reduce{term(TrafficTerm::grad_reduce_os, Window::last_backward)};
+  StepPhases p;
+  CHECK(pipelined_step_seconds(u, 0.0, reduce, {2.0}, nullptr, nullptr, &p) == doctest::Approx(8.5));
+  CHECK(p.first_forward_start == doctest::Approx(1.5));
+  // A spread at the start runs from the update: unit 0's at 1-3, unit 1's at 3-5. The first
+  // forward waits for it anyway, so the skew costs nothing (11 as without it: the case below).
+  const std::vector<CommTerm> spread{term(TrafficTerm::grad_reduce_os, Window::last_backward),
+                                     term(TrafficTerm::param_spread, Window::first_forward)};
+  CHECK(pipelined_step_seconds(u, 0.0, spread, {2.0, 4.0}) == doctest::Approx(11.0));
+  // A skew longer than the spread shows through it: from 5.5, forward 0 at 5.5-6.5, 1 at 6.5-7.5
+  // (its spread ended at 5), backward 1 at 7.5-9.5 and 0 at 9.5-11.5, the ReduceScatters
+  // 9.5-10.5 and 11.5-12.5.
+  u.entry_skew = 5.5;
+  CHECK(pipelined_step_seconds(u, 0.0, spread, {2.0, 4.0}) == doctest::Approx(12.5));
+  // step_time hands StepCompute::entry_skew on: 6 s of compute a step, the forward a third.
+  StepCompute c{6.0, 1.0 / 3.0, 1, 1.0, 0.0};
+  c.unit_shares = halves;
+  c.entry_skew = 1.5;
+  CHECK(step_time(c, 0.0, reduce, {2.0}).overlapped == doctest::Approx(8.5));
+}
+
 TEST_CASE("pipelined step: a unit's forward waits for its spread; micro-batches") {
   // Update 0-1, spread of unit 0 at 1-3 and of unit 1 at 3-5 (4 s); forward 0 at 3-4, 1 at 5-6;
   // backward 1 at 6-8, its OS ReduceScatter 8-9; backward 0 at 8-10, its ReduceScatter 10-11.

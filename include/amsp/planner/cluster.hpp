@@ -91,6 +91,14 @@ struct Cluster {
   /// (docs/planner-check-phases.md). 0 by default (a GPU's gathers progress on their own);
   /// calibrated on the emulated cluster from a plan that gathers inside a node.
   double gather_stall_s = 0;
+  /// Seconds after the first rank enters a step that the last one does. No rank's first forward
+  /// can start before every rank has entered, so the overlapped step's first forward starts no
+  /// earlier than this; a spread or gather at the step's start runs meanwhile and hides it
+  /// (step_pipeline.hpp). On the emulated cluster the operating system wakes the ranks' threads
+  /// one after another on two CPUs after the step's last collective: 0.3-0.5 ms, traced from two
+  /// plans the check does not price (docs/planner-check-entry-skew.md). 0 by default (GPU ranks
+  /// leave a collective together to within microseconds).
+  double entry_skew_s = 0;
 
   /// Seconds of `op` on a buffer of `bytes` over a group of shape `group`: the transfer (the
   /// profile when it has that op and shape, the analytic α–β model otherwise) and the waits for
@@ -137,11 +145,13 @@ inline void validate(const Cluster& c) {
   check(c.peak_flops > 0 && c.compute_efficiency > 0 && c.compute_efficiency <= 1 && c.hbm_bytes_per_second > 0,
         "planner.cluster", "cluster '", c.name, "': peak FLOP/s, HBM bandwidth must be positive and efficiency in (0, 1], got ",
         c.peak_flops, ", ", c.hbm_bytes_per_second, ", ", c.compute_efficiency);
-  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0 && c.sync_overhead_s >= 0 && c.gather_stall_s >= 0,
+  check(c.call_overhead_s >= 0 && c.step_overhead_s >= 0 && c.sync_overhead_s >= 0 && c.gather_stall_s >= 0 &&
+            c.entry_skew_s >= 0,
         "planner.cluster", "cluster '", c.name,
-        "': the overhead per collective call, per ring step, between compute segments and the gather stall must be "
-        "non-negative, got ",
-        c.call_overhead_s, ", ", c.step_overhead_s, ", ", c.sync_overhead_s, " and ", c.gather_stall_s, " s");
+        "': the overhead per collective call, per ring step, between compute segments, the gather stall and the "
+        "ranks' entry skew must be non-negative, got ",
+        c.call_overhead_s, ", ", c.step_overhead_s, ", ", c.sync_overhead_s, ", ", c.gather_stall_s, " and ",
+        c.entry_skew_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&

@@ -89,6 +89,7 @@ struct StepCompute {
   /// each unit's spread of its backward compute. Empty: nothing hides.
   BackwardStagger stagger = {};
   double gather_stall = 0;  ///< Cluster::gather_stall_s, for the overlapped step (UnitSchedule)
+  double entry_skew = 0;    ///< Cluster::entry_skew_s, for the overlapped step (UnitSchedule)
 };
 
 /// Each term's seconds three ways, in `terms` order: as the schedule without overlap prices it
@@ -140,7 +141,7 @@ struct TermPrices {
   const double middle = s.compute - forward - backward;
   if (!compute.unit_shares.empty()) {
     const UnitSchedule units{compute.unit_shares, forward, backward, compute.micro_batches, compute.update,
-                             compute.gather_in_backward, compute.gather_stall};
+                             compute.gather_in_backward, compute.gather_stall, compute.entry_skew};
     if (const double t =
             pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds,
                                    &s.phases);
@@ -175,7 +176,8 @@ struct TermPrices {
                             units.empty() || c.gather_scatter != GatherScatterAlgorithm::recursive
                                 ? BackwardStagger{}
                                 : backward_stagger(terms, c, w.micro_batches, gather_in_backward),
-                            c.gather_stall_s};
+                            c.gather_stall_s,
+                            c.entry_skew_s};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);

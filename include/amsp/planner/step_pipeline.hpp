@@ -4,6 +4,8 @@
 // of its phase; in the engine a call can only run once what it needs exists, and compute waits
 // for what it needs:
 //   - the spread of unit i (after the update) runs on the communication stream, unit by unit;
+//   - the first forward starts once the update is done and the last rank has entered the step
+//     (UnitSchedule::entry_skew: Cluster::entry_skew_s), and the rules below allow;
 //   - a forward gathers unit i on the gather stream (after its spread in the first micro-batch),
 //     unit 0 when the forward reaches it and unit i + 1 as a prefetch when unit i starts to
 //     compute; unit i computes once its gather has ended (and UnitSchedule::gather_stall after
@@ -59,6 +61,9 @@ struct UnitSchedule {
   /// Seconds a unit's compute waits after the gather it needs when the gathers stay inside a node
   /// (Cluster::gather_stall_s).
   double gather_stall = 0;
+  /// Seconds from the step's start before the last rank enters it (Cluster::entry_skew_s): the
+  /// first forward starts no earlier.
+  double entry_skew = 0;
 };
 
 /// Where the overlapped step's time goes, in seconds from the step's start (the update's start):
@@ -206,7 +211,10 @@ struct PipelineStream {
     std::vector<double> spread_end(n);
     for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
       spread_end[i] = comm.run(u.update, spread_first * u.shares[i], spread * u.shares[i]);
-    double t = u.update;
+    // The first forward waits for the update, for the last rank to enter the step and (below) for
+    // its spread or gather; the spread and the gathers run from the update on, so a spread or
+    // gather at the start hides the entry skew.
+    double t = std::max(u.update, u.entry_skew);
     for (int m = 0; m < M; ++m) {
       // The first micro-batch's use of unit i waits for its spread.
       const auto after_spread = [&](std::size_t i, double at) { return m == 0 ? std::max(at, spread_end[i]) : at; };
