@@ -5,7 +5,6 @@ amsp-profile, then runs every plan in each schedule, counting the bytes the node
 (run_config: the record of one configuration that --out saves and --reanalyze reads). Also the
 readings of amsp-train's every-rank split that the analysis shares (median_compute,
 measured_computing)."""
-import glob
 import json
 import os
 import re
@@ -88,15 +87,14 @@ def traced_entry_skew(a, mesh, launcher, plans, steps=20):
     after the first two (trace_phases.rank_time) of an amsp-train --timeline run with overlap of
     each of `plans`, the calibration's (plans the check does not price, as for κ and the stall).
     The planner's Cluster::entry_skew_s (check.py's entry_skew). A run of its own: tracing adds
-    0.4-1 ms to a step (docs/planner-check-traced-terms.md). The traces are removed."""
+    0.4-1 ms to a step (docs/planner-check-traced-terms.md). Each plan's traces overwrite the one
+    before (one file per rank, the same ranks); the directory goes with them."""
     skew = {}
     with tempfile.TemporaryDirectory(dir=a.work) as d:
         prefix = os.path.join(d, "entry")
         for plan in plans:
             train(a, mesh, plan, steps, ["--backend", "mpi", *MODES["overlap"], "--timeline", prefix], launcher)
             skew[plan] = rank_time([rank_steps(events) for events in load_traces(prefix)], 2)[0] / 1e3
-            for path in glob.glob(f"{prefix}.rank*.json"):
-                os.remove(path)
     return skew
 
 
