@@ -9,10 +9,15 @@ how long after the first rank the last one enters, and per rank (mean) the devic
 thread's waits and the host time that is neither (amsp-train's own math on the host, issuing
 calls, being descheduled). A third line splits those waits by kind (the gather of bucket 0, where
 a step starts, apart from the later gathers).
+With --per-rank it prints instead how each rank's step starts: when its optimizer step's wait
+ends, when it enters the step, when its streams issue each call from then to the end of its
+forward (a spread issues each call once the one before completed on that rank, so the next issue
+is when that call ended there; a gather of the first micro-batch is issued once its spread
+ended), and when its first forward starts and its forward ends (docs/planner-check-spread-pairs.md).
 Medians over the steps after --skip; the last `start_micro_batch` wait only ends the step before
 it. Compare the plans of one mesh and rate, or a plan with the model's schedule
 (docs/planner-check-quiet-host.md, docs/planner-check-traced-terms.md).
-Usage: trace_phases.py PREFIX [--skip 2]"""
+Usage: trace_phases.py PREFIX [--skip 2] [--per-rank]"""
 import argparse
 import statistics
 import sys
@@ -102,16 +107,74 @@ def wait_kinds(ranks, steps, skip):
     return {kind: statistics.median(t.get(kind, 0.0) for t in per_step) / 1e3 for kind in kinds}
 
 
+def rank_starts(events, steps):
+    """{label: [ms per step]} of how a rank's steps start, from its events and rank_steps, each from
+    its own entry: `step wait ends` (its last `step` wait before the entry; steps without one are
+    left out), `first forward`, `forward ends` (its last bucket's) and `thread T call i: OP BYTES`
+    for the i-th call its stream T issued from the wait's end to the forward's end. The values are us from the rank's own entry
+    until per_rank_starts aligns the ranks."""
+    step_waits = sorted((e for e in main_thread_waits(events) if e["name"] == "step"), key=lambda e: e["ts"])
+    issued = sorted((e for e in events if e.get("cat") == "issued"), key=lambda e: e["ts"])
+    out = []
+    for entry, _, first_forward, forward_end, *_ in steps:
+        before = [e for e in step_waits if e["ts"] < entry]
+        if not before:
+            out.append(None)
+            continue
+        wait_end = before[-1]["ts"] + before[-1]["dur"]
+        row, count = {"step wait ends": wait_end, "enters": entry}, {}
+        for e in issued:
+            if wait_end <= e["ts"] <= forward_end:
+                tid = e.get("tid")
+                count[tid] = count.get(tid, 0) + 1
+                row[f"thread {tid} call {count[tid]}: {e['name']} {int(e['args']['bytes'])}"] = e["ts"]
+        row["first forward"], row["forward ends"] = first_forward, forward_end
+        out.append(row)
+    return out
+
+
+def per_rank_starts(ranks, steps, skip):
+    """(labels, {label: [median per rank]}, steps counted): rank_starts of every rank, ms from the
+    first rank entering each step, medians over steps skip.. that every rank has a row for; a label
+    some rank lacks in a step is left out of that step."""
+    rows = [rank_starts(events, s) for events, s in zip(ranks, steps)]
+    n = min(len(r) for r in rows)
+    kept = [k for k in range(skip, n) if all(r[k] is not None for r in rows)]
+    if not kept:
+        print(f"trace_phases.py: --per-rank: no step after --skip {skip} follows a `step` wait on every rank "
+              "[rule cli.value]", file=sys.stderr)
+        sys.exit(2)
+    labels = [label for label in rows[0][kept[0]]]
+    values = {label: [[] for _ in rows] for label in labels}
+    for k in kept:
+        t0 = min(r[k]["enters"] for r in rows)
+        for label in labels:
+            if all(label in r[k] for r in rows):
+                for i, r in enumerate(rows):
+                    values[label][i].append((r[k][label] - t0) / 1e3)
+    labels = [label for label in labels if all(values[label])]
+    return labels, {label: [statistics.median(v) for v in values[label]] for label in labels}, len(kept)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("prefix")
     p.add_argument("--skip", type=int, default=2, help="steps left out at the start (default 2)")
+    p.add_argument("--per-rank", action="store_true", help="how each rank's step starts, rank by rank")
     a = p.parse_args()
     if a.skip < 0:
         print(f"trace_phases.py: --skip must be at least 0, got {a.skip} [rule cli.value]", file=sys.stderr)
         sys.exit(2)
     ranks = load(a.prefix)
     steps = [rank_steps(events) for events in ranks]
+    if a.per_rank:
+        labels, medians, n = per_rank_starts(ranks, steps, a.skip)
+        print(f"{a.prefix}: ms from the first rank entering the step, medians over {n} steps")
+        width = max(len(label) for label in labels)
+        print(f"{'rank':{width}s} " + " ".join(f"{r:>6d}" for r in range(len(ranks))))
+        for label in labels:
+            print(f"{label:{width}s} " + " ".join(f"{v:6.2f}" for v in medians[label]))
+        return
     (first, forward, backward, step, device), n = phases(ranks, a.skip, steps)
     print(f"{a.prefix}: last rank's first forward starts {first:.2f} | forward ends {forward:.2f} | "
           f"backward ends {backward:.2f} | next step {step:.2f} | device time per rank {device:.2f} "

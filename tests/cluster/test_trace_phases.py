@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/cluster/trace_phases.py on a hand-made two-rank trace of three steps, against
-hand-computed medians; and bad input (no traces, --skip past the steps, a negative --skip)
-exiting 2. Exit 0 on success, 1 with the failed checks listed."""
+hand-computed medians; --per-rank on another, against the hand-computed start of each rank's
+step; and bad input (no traces, --skip past the steps, a negative --skip, --per-rank without
+`step` waits) exiting 2. Exit 0 on success, 1 with the failed checks listed."""
 import json
 import os
 import subprocess
@@ -77,6 +78,55 @@ with tempfile.TemporaryDirectory() as d:
         code, out = run(*args)
         expect(f"{args[1:]} exits 2", code, 2)
         expect(f"{args[1:]} names the value", named in out, True)
+
+
+
+def starting_rank(offset, r):
+    """Steps of 100 ms from `offset` us, rank `r`: the optimizer step's wait ends 1 ms before the
+    entry (none before step 0 on rank 1), the spread's stream (tid 2) issues 0.5 ms before it and
+    2 + r ms after, the gather stream (tid 1) 2.5 + r ms after and again after the forward (not a
+    start); forward buckets 0 at 5 ms and 1 ending at 30 + r ms."""
+    events = []
+    for k in range(4):
+        t0 = offset + 100000 * k
+        if not (r == 1 and k == 0):
+            events.append({"name": "step", "cat": "wait", "ph": "X", "ts": t0 - 3000, "dur": 2000, "tid": 0, "args": {}})
+        events.append({"name": "start_micro_batch", "cat": "wait", "ph": "X", "ts": t0, "dur": 0, "tid": 0, "args": {}})
+        if k == 3:
+            break
+        issue = lambda tid, ts, size: {"name": "all_gather", "cat": "issued", "ph": "i", "ts": ts, "tid": tid,
+                                       "args": {"bytes": float(size), "group": 2}}
+        events += [issue(2, t0 - 500, 9216), issue(2, t0 + 2000 + 1000 * r, 24992),
+                   issue(1, t0 + 2500 + 1000 * r, 18432), issue(1, t0 + 35000, 49984),
+                   device("forward", 0, t0 + 5000, 5000), device("forward", 1, t0 + 20000 + 1000 * r, 10000),
+                   device("backward", 1, t0 + 40000, 10000), device("backward", 0, t0 + 50000, 20000)]
+    return {"traceEvents": events}
+
+
+with tempfile.TemporaryDirectory() as d:
+    prefix = os.path.join(d, "s")
+    # Rank 1 enters each step 0.5 ms after rank 0; step 0 has no `step` wait on rank 1, so two steps
+    # count. From rank 0's entry: rank 0's wait ends at -1, its calls are issued at -0.5, 2 and 2.5,
+    # its first forward starts at 5 and its forward ends at 30; rank 1's all 0.5 later, its last two
+    # calls and its forward's end 1 ms later again: -0.5, 0.5, 0, 3.5, 4, 5.5, 31.5.
+    json.dump(starting_rank(0, 0), open(f"{prefix}.rank0.json", "w"))
+    json.dump(starting_rank(500, 1), open(f"{prefix}.rank1.json", "w"))
+    code, out = run(prefix, "--skip", "0", "--per-rank")
+    expect("--per-rank exit", code, 0)
+    expect("--per-rank steps", "medians over 2 steps" in out, True)
+    rows = {}
+    for line in out.splitlines()[2:]:
+        words = line.split()
+        rows[" ".join(words[:-2])] = [float(w) for w in words[-2:]]
+    expect("--per-rank rows", rows, {
+        "step wait ends": [-1.0, -0.5], "enters": [0.0, 0.5], "thread 2 call 1: all_gather 9216": [-0.5, 0.0],
+        "thread 2 call 2: all_gather 24992": [2.0, 3.5], "thread 1 call 1: all_gather 18432": [2.5, 4.0],
+        "first forward": [5.0, 5.5], "forward ends": [30.0, 31.5]})
+    json.dump({"traceEvents": [e for e in starting_rank(500, 1)["traceEvents"] if e["name"] != "step"]},
+              open(f"{prefix}.rank1.json", "w"))
+    code, out = run(prefix, "--per-rank")
+    expect("--per-rank without step waits exits 2", code, 2)
+    expect("--per-rank without step waits names the rule", "--per-rank" in out and "`step` wait" in out, True)
 
 if failures:
     print("\n".join(failures))

@@ -192,3 +192,21 @@ TEST_CASE("comm model: the norm costs its transfer alone, the reductions before 
   CHECK(c.collective_seconds(comm::op_kind::all_reduce, 8, {4, 2}) == doctest::Approx(0.014));
   CHECK(of("grad_reduce_os").seconds(c) == doctest::Approx(2 * 0.007));  // two units, 7 waits each
 }
+
+TEST_CASE("comm model: how many of the spread's groups cross each node link at once") {
+  // The spread's groups gather the OS shards of one P shard: one group per local rank where the
+  // P shard stays inside a node, one group for the whole world under ZeRO-1.
+  const auto spread_groups_per_link = [](const Plan& plan, const Mesh& on) {
+    for (const CommTerm& t : comm_terms(PlanGroups(on, plan), toy, 1))
+      if (t.name == "param_spread") return t.groups_per_link;
+    FAIL("no spread in " << to_string(plan));
+    return 0;
+  };
+  CHECK(spread_groups_per_link(Plan{{1, 1}, {1, 1}, {4, 2}}, mesh) == 1);  // ZeRO-1: one ring over the world
+  CHECK(spread_groups_per_link(Plan{{4, 1}, {4, 1}, {4, 2}}, mesh) == 4);  // amsp-30b on 4 x 2: four pairs
+  CHECK(spread_groups_per_link(Plan{{2, 1}, {2, 1}, {2, 4}}, Mesh(2, 4)) == 2);  // amsp-30b on 2 x 4
+  CHECK(spread_groups_per_link(Plan{{2, 1}, {2, 1}, {4, 2}}, mesh) == 2);  // groups of 2 x 2: two per link
+  CHECK(spread_groups_per_link(Plan{{2, 1}, {4, 1}, {4, 1}}, mesh) == 1);  // inside a node: no link
+  for (const CommTerm& t : comm_terms(PlanGroups(mesh, Plan{{4, 2}, {4, 2}, {4, 2}}), toy, 1))
+    CHECK(t.groups_per_link == 1);  // set for the spread alone
+}

@@ -207,6 +207,30 @@ TEST_CASE("pipelined step: a call queued behind a smaller one keeps its idle pri
   CHECK(pipelined_step_seconds(large_first, 0.0, spread, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
 }
 
+TEST_CASE("pipelined step: a spread whose groups share the node links queues at its back-to-back price") {
+  // As "a call queued behind a smaller one keeps its idle price", small unit first, the spread
+  // crossing nodes. With one group per link it keeps that rule: 10.5. With four groups on each link
+  // (amsp-30b's pairs on 4 x 2) the first piece keeps the links busy: spread 0 on the idle stream
+  // 1-2, spread 1 queued behind it back to back, 6 s: 2-8; forward 0 at 2-2.5, forward 1 waits for
+  // its spread: 8-9.5; backward 9.5-12.5, 12.5-13.5.
+  CommTerm spread = term(TrafficTerm::param_spread, Window::first_forward);
+  spread.calls.push_back({comm::op_kind::all_gather, 1000.0, 1.0, Factor{1, 2}});
+  const std::vector<double> gapped{4.0};
+  const UnitSchedule small_first{{0.25, 0.75}, 2.0, 4.0, 1, 1.0, true};
+  CHECK(pipelined_step_seconds(small_first, 0.0, {spread}, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
+  spread.groups_per_link = 4;
+  CHECK(pipelined_step_seconds(small_first, 0.0, {spread}, {8.0}, nullptr, &gapped) == doctest::Approx(13.5));
+  // Its first piece still finds the links idle: large unit first, spread 0 at 1-4 (gapped 3 s),
+  // spread 1 back to back 4-6 as before: 10.5.
+  const UnitSchedule large_first{{0.75, 0.25}, 2.0, 4.0, 1, 1.0, true};
+  CHECK(pipelined_step_seconds(large_first, 0.0, {spread}, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
+  // A spread inside a node has no link to keep busy: the rule of a smaller piece holds.
+  CommTerm inside = term(TrafficTerm::param_spread, Window::first_forward);
+  inside.calls.push_back({comm::op_kind::all_gather, 1000.0, 1.0, Factor{2, 1}});
+  inside.groups_per_link = 4;
+  CHECK(pipelined_step_seconds(small_first, 0.0, {inside}, {8.0}, nullptr, &gapped) == doctest::Approx(10.5));
+}
+
 TEST_CASE("pipelined step: two streams crossing nodes share the links") {
   // Update 0-1; spreads (2 s per unit alone) and forward gathers (2 s per unit alone) on the
   // two streams, all across nodes; weights kept, no reductions. Spread 0 alone at 1-3; at 3

@@ -97,6 +97,13 @@ struct CommTerm {
   /// per hand-over: traced at 0.07-0.17 ms on the emulated cluster, where the waits of the 14
   /// steps of a ring over 8 ranks priced it at up to 0.9 ms (docs/planner-check-queued-and-norm.md).
   bool waits_for_peers = true;
+  /// How many of the term's groups cross each node link at once (1 for a term inside a node): a
+  /// set of one group per link (ZeRO's spread over the world) crosses as one ring whose hand-overs
+  /// leave the link idle between steps, a set with fewer ranks per node than the node has (a
+  /// partial spread, one group per local rank) keeps it busy with several transfers at once, and
+  /// the node's next use of the result waits for the slowest of them. Set for the spread
+  /// (engine_terms), which the overlapped schedule prices by it (step_pipeline.hpp).
+  int groups_per_link = 1;
 
   CommTerm() = default;
   CommTerm(std::string n, Window w, std::vector<CollectiveCall> c = {})
@@ -220,10 +227,13 @@ inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<co
     norm.calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});
     norm.waits_for_peers = false;
   }
-  if (s_os > s_p)
-    add_per_unit(term(TrafficTerm::param_spread, Window::first_forward), units,
-                   even ? comm::op_kind::all_gather : comm::op_kind::broadcast, o.param_wire_bytes, s_p, 1.0,
-                   group_shape(groups.spread(), mesh));
+  if (s_os > s_p) {
+    const Factor shape = group_shape(groups.spread(), mesh);
+    CommTerm& spread = term(TrafficTerm::param_spread, Window::first_forward);
+    add_per_unit(spread, units, even ? comm::op_kind::all_gather : comm::op_kind::broadcast, o.param_wire_bytes, s_p,
+                 1.0, shape);
+    spread.groups_per_link = shape.inter > 1 ? mesh.ranks_per_node() / shape.intra : 1;
+  }
   return terms;
 }
 

@@ -34,7 +34,9 @@
 // from `gapped_seconds` (every call after an idle gap) when given. Per-rank traces at 1 Gbit/s
 // (docs/planner-check-quiet-host.md) put ZeRO-1's first forward as late as DDP's, where the
 // back-to-back price made it wait 1.2-1.5 ms; at 100 Mbit/s the spread's first call took its
-// gapped price.
+// gapped price. A spread whose groups share a node link (CommTerm::groups_per_link > 1) keeps the
+// link busy from its first piece on, so its later pieces queue at the back-to-back price even
+// behind a smaller one (docs/planner-check-spread-pairs.md).
 
 #include <algorithm>
 #include <cmath>
@@ -111,15 +113,18 @@ struct PipelineStream {
   bool crosses_nodes = false;
   const Intervals* sharing = nullptr;
   double last_idle_seconds = 0;  // the idle price of the piece before
+  bool keeps_links_busy = false;  // a queued piece always takes its queued price
   /// Runs a piece ready at `ready`: `idle_seconds` long when the stream went idle before it was
   /// ready, `queued_seconds` when it starts as (or after) the piece before ends: a prefetch issued
   /// the moment the previous gather completes follows it back to back. A piece queued behind a
   /// smaller one (a lower idle price) still takes its idle price: the back-to-back profile times
   /// a call behind one of its own size, and in the traces the spread's second call (200 KB behind
   /// 74 KB) ran near its gapped price in five of six configurations, its third (behind 200 KB) at
-  /// its back-to-back one in all six (docs/planner-check-queued-and-norm.md).
+  /// its back-to-back one in all six (docs/planner-check-queued-and-norm.md). Not so where the
+  /// pieces keep the links busy (`keeps_links_busy`: several groups on each node link), which
+  /// leaves the next piece nothing of an idle link's start (docs/planner-check-spread-pairs.md).
   double run(double ready, double idle_seconds, double queued_seconds) {
-    const bool queued = !(ready > free_at) && !(last_idle_seconds < idle_seconds);
+    const bool queued = !(ready > free_at) && (keeps_links_busy || !(last_idle_seconds < idle_seconds));
     const double alone = queued ? queued_seconds : idle_seconds;
     last_idle_seconds = idle_seconds;
     const double start = std::max(ready, free_at);
@@ -172,6 +177,7 @@ struct PipelineStream {
   // Per-step seconds of each slot of the schedule: [0] as the terms price it, [1] queued.
   double gathers[2] = {}, each_reduction[2] = {}, last_reduction[2] = {}, spread = 0, norm = 0;
   double spread_first = 0;  // the spread's price on idle links (its first piece)
+  bool spread_shares_links = false;  // several of the spread's groups on each node link
   bool gathers_cross = false, comm_crosses = false;  // whether each stream's calls use the node links
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const std::string& name = terms[i].name;
@@ -183,7 +189,8 @@ struct PipelineStream {
     else if (name == name_of(TrafficTerm::grad_reduce_p) || name == name_of(TrafficTerm::grad_reduce_g)) add(each_reduction);
     else if (name == name_of(TrafficTerm::grad_reduce_os) || name == name_of(TrafficTerm::grad_replicas)) add(last_reduction);
     else if (name == name_of(TrafficTerm::param_spread))
-      spread += t, spread_first += gapped_seconds ? (*gapped_seconds)[i] : t, comm_crosses |= crosses;
+      spread += t, spread_first += gapped_seconds ? (*gapped_seconds)[i] : t, comm_crosses |= crosses,
+      spread_shares_links |= crosses && terms[i].groups_per_link > 1;
     else if (name == name_of(TrafficTerm::grad_norm)) norm += t;
     else return -1.0;
   }
@@ -209,8 +216,10 @@ struct PipelineStream {
     detail::Intervals compute;  // each unit's compute
     Round r;
     std::vector<double> spread_end(n);
+    comm.keeps_links_busy = spread_shares_links;
     for (std::size_t i = 0; i < n; ++i)  // all ready at the update: the first runs on the idle stream
       spread_end[i] = comm.run(u.update, spread_first * u.shares[i], spread * u.shares[i]);
+    comm.keeps_links_busy = false;
     // The first forward waits for the update, for the last rank to enter the step and (below) for
     // its spread or gather; the spread and the gathers run from the update on, so a spread or
     // gather at the start hides the entry skew.
