@@ -108,11 +108,11 @@ def wait_kinds(ranks, steps, skip):
 
 
 def rank_starts(events, steps):
-    """{label: [ms per step]} of how a rank's steps start, from its events and rank_steps, each from
-    its own entry: `step wait ends` (its last `step` wait before the entry; steps without one are
-    left out), `first forward`, `forward ends` (its last bucket's) and `thread T call i: OP BYTES`
-    for the i-th call its stream T issued from the wait's end to the forward's end. The values are us from the rank's own entry
-    until per_rank_starts aligns the ranks."""
+    """How each of a rank's steps starts, from its events and rank_steps: per step a {label: trace
+    time, us} of `step wait ends` (its last `step` wait before its entry), `enters`, `thread T
+    call i: OP BYTES` for the i-th call its stream T issued from the wait's end to the forward's
+    end, `first forward` and `forward ends` (its last bucket's); None for a step without a `step`
+    wait before it (the first)."""
     step_waits = sorted((e for e in main_thread_waits(events) if e["name"] == "step"), key=lambda e: e["ts"])
     issued = sorted((e for e in events if e.get("cat") == "issued"), key=lambda e: e["ts"])
     out = []

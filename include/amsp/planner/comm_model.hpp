@@ -98,11 +98,12 @@ struct CommTerm {
   /// steps of a ring over 8 ranks priced it at up to 0.9 ms (docs/planner-check-queued-and-norm.md).
   bool waits_for_peers = true;
   /// How many of the term's groups cross each node link at once (1 for a term inside a node): a
-  /// set of one group per link (ZeRO's spread over the world) crosses as one ring whose hand-overs
-  /// leave the link idle between steps, a set with fewer ranks per node than the node has (a
-  /// partial spread, one group per local rank) keeps it busy with several transfers at once, and
-  /// the node's next use of the result waits for the slowest of them. Set for the spread
-  /// (engine_terms), which the overlapped schedule prices by it (step_pipeline.hpp).
+  /// set of one group per link (ZeRO's spread over the world) crosses as one ring, whose hand-overs
+  /// wait for each other; a set whose groups hold fewer ranks per node than the node has (a
+  /// partial spread, one group per local rank) keeps the link busy with several transfers at once,
+  /// and the node's next use of the result waits for the slowest of them. Set for the spread
+  /// (engine_terms), which the overlapped schedule prices by it (step_pipeline.hpp,
+  /// docs/planner-check-spread-pairs.md).
   int groups_per_link = 1;
 
   CommTerm() = default;
