@@ -393,6 +393,11 @@ def main():
     a.work = os.path.dirname(os.path.abspath(a.out))
     if a.phase_traces and not a.reanalyze:
         ap.error("--phase-traces reads traces next to a saved run: give --reanalyze too (rule cli.value)")
+    needed = [a.predict] if a.reanalyze else [a.train, a.profile, a.predict]
+    missing = [path for path in needed if not os.access(path, os.X_OK)]
+    if missing:
+        ap.error(f"{', '.join(missing)} not built: run `cmake --preset default && cmake --build {a.build}` "
+                 "or point --build at a build folder that has them (rule cli.value)")
     if a.reanalyze:
         for c in load_run(a.reanalyze):
             print_tables(analyze(a, c))

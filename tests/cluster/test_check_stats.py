@@ -394,6 +394,12 @@ bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file_
                       "--compute", "line", "--reanalyze", "nothing.json"], capture_output=True, text=True)
 expect("--update-seconds with --compute line exits 2", bad.returncode, 2)
 expect("--update-seconds with --compute line is named", "--compute line fits its own" in bad.stderr, True)
+# A build folder without the predictor: exit 2 naming the missing program, not a traceback (a fresh
+# checkout's --reanalyze hit that on 2026-12-06).
+bad = subprocess.run([sys.executable, os.path.join(os.path.dirname(check.__file__), "check.py"), "--build",
+                      "/nonexistent-build", "--reanalyze", "nothing.json"], capture_output=True, text=True)
+expect("a build without the predictor exits 2", bad.returncode, 2)
+expect("the missing predictor is named", "/nonexistent-build/tests/cluster/amsp-cluster-predict not built" in bad.stderr, True)
 
 if failures:
     print("\n".join(failures))
