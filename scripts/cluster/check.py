@@ -384,20 +384,19 @@ def main():
     if a.profile_passes < 1:
         ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it
-    a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
-    a.profile = os.path.join(a.build, "tools", "amsp_profile", "amsp-profile")
-    a.predict = os.path.join(a.build, "tests", "cluster", "amsp-cluster-predict")
+    a.train = os.path.join(a.build, check_measure.TRAIN)
+    a.profile = os.path.join(a.build, check_measure.PROFILE)
+    a.predict = os.path.join(a.build, check_measure.PREDICT)
     a.model_args = a.model.split()
     a.train_args = a.train_args.split()
     a.modes = a.modes.split(",")
     a.work = os.path.dirname(os.path.abspath(a.out))
     if a.phase_traces and not a.reanalyze:
         ap.error("--phase-traces reads traces next to a saved run: give --reanalyze too (rule cli.value)")
-    needed = [a.predict] if a.reanalyze else [a.train, a.profile, a.predict]
-    missing = [path for path in needed if not os.access(path, os.X_OK)]
+    missing = check_measure.unbuilt(a.build, [check_measure.PREDICT] if a.reanalyze else
+                                    [check_measure.TRAIN, check_measure.PROFILE, check_measure.PREDICT])
     if missing:
-        ap.error(f"{', '.join(missing)} not built: run `cmake --preset default && cmake --build {a.build}` "
-                 "or point --build at a build folder that has them (rule cli.value)")
+        ap.error(missing)
     if a.reanalyze:
         for c in load_run(a.reanalyze):
             print_tables(analyze(a, c))

@@ -52,6 +52,21 @@ CALIBRATION_REPEATS = 3
 MODES = {"overlap": [], "serial": ["--no-overlap", "--engine-space", "serial"]}
 
 
+def unbuilt(build, programs):
+    """The message for the programs under `build` (paths relative to it) that are not built, or None:
+    the scripts stop on it before bringing a cluster up, not with a traceback from mpirun."""
+    missing = [os.path.join(build, p) for p in programs if not os.access(os.path.join(build, p), os.X_OK)]
+    if not missing:
+        return None
+    return (f"{', '.join(missing)} not built: run `cmake --preset default && cmake --build {build}` "
+            "or point --build at a build folder that has them (rule cli.value)")
+
+
+TRAIN = os.path.join("examples", "amsp_train", "amsp-train")
+PROFILE = os.path.join("tools", "amsp_profile", "amsp-profile")
+PREDICT = os.path.join("tests", "cluster", "amsp-cluster-predict")
+
+
 def sh(cmd, timeout):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
 

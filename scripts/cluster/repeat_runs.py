@@ -54,11 +54,15 @@ def main():
     if a.steps < 4 or a.seconds <= 0:
         print(f"repeat_runs.py: --steps must be >= 4 and --seconds > 0, got {a.steps}, {a.seconds}", file=sys.stderr)
         return 2
+    missing = check_measure.unbuilt(a.build, [check_measure.TRAIN])
+    if missing:
+        print(f"repeat_runs.py: {missing}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("repeat_runs.py: SKIP: needs root (network namespaces)", file=sys.stderr)
         return 77
     ranks, nodes = map(int, mesh.groups())
-    a.train = os.path.join(a.build, "examples", "amsp_train", "amsp-train")
+    a.train = os.path.join(a.build, check_measure.TRAIN)
     a.model_args, a.train_args, a.mpi_check_calls = a.model.split(), a.train_args.split(), "off"
     sh([CLUSTER, "up", str(nodes), str(ranks), a.rate], 120)
     steps = []

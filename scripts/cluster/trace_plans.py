@@ -13,7 +13,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from check_measure import CLUSTER, MODES, sh, train
+from check_measure import CLUSTER, MODES, TRAIN, sh, train, unbuilt
 from phase_compare import trace_prefix
 
 
@@ -48,6 +48,10 @@ def main():
         sys.exit(2)
     from check import load_run  # the saved run's reader (plain or .xz)
     configs = chosen(load_run(a.run), a.configs)
+    missing = unbuilt(a.build, [TRAIN])
+    if missing:
+        print(f"trace_plans.py: {missing}", file=sys.stderr)
+        sys.exit(2)
     if os.geteuid() != 0:
         print("trace_plans.py: SKIP: needs root (network namespaces)", file=sys.stderr)
         sys.exit(77)
@@ -57,7 +61,7 @@ def main():
         for c in configs:
             ranks, nodes = map(int, c["mesh"].split("x"))
             sh([CLUSTER, "up", str(nodes), str(ranks), c["rate"]], 120)
-            settings = SimpleNamespace(train=os.path.join(a.build, "examples", "amsp_train", "amsp-train"),
+            settings = SimpleNamespace(train=os.path.join(a.build, TRAIN),
                                        global_batch=c["global_batch"], mpi_check_calls="off",
                                        model_args=c["model_args"].split(), train_args=c["train_args"].split())
             launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]

@@ -101,7 +101,9 @@ with tempfile.TemporaryDirectory() as d:
                 "train_args": "--device-ms-per-sequence 1"}], open(run_file, "w"))
     trace_plans = [sys.executable, os.path.join(SCRIPTS, "trace_plans.py")]
     for args, named in ((["--steps", "3"], "--steps must be at least 4 (trace_phases skips 2 and needs a next step), got 3"),
-                        (["--configs", "9x9/1gbit"], "--configs 9x9/1gbit: the run has 2x2/1gbit")):
+                        (["--configs", "9x9/1gbit"], "--configs 9x9/1gbit: the run has 2x2/1gbit"),
+                        (["--build", "/nonexistent-build"],
+                         "/nonexistent-build/examples/amsp_train/amsp-train not built")):
         r = subprocess.run(trace_plans + [run_file, "--out-dir", os.path.join(d, "t"), *args],
                            capture_output=True, text=True)
         expect(f"trace_plans {args} exits 2", r.returncode, 2)
@@ -125,7 +127,7 @@ with tempfile.TemporaryDirectory() as d:
         import check_measure  # noqa: E402
         work = os.path.join(d, "skew")
         os.makedirs(work)
-        settings = SimpleNamespace(train=os.path.join(sys.argv[2], "examples", "amsp_train", "amsp-train"),
+        settings = SimpleNamespace(train=os.path.join(sys.argv[2], check_measure.TRAIN),
                                    global_batch=4, mpi_check_calls="off", work=work,
                                    model_args="--context 16 --width 32 --heads 2 --layers 1".split(),
                                    train_args=["--device-ms-per-sequence", "1"])
