@@ -13,18 +13,20 @@ scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predic
 import argparse
 import json
 import lzma
-import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
 
 # The check's parts, one purpose each; this file holds the planner's model of a run (its calibrated
-# overheads and κ, the analysis) and the command line. check_measure runs the cluster,
+# overheads and κ, the analysis) and the run's course. check_args reads the command line,
+# check_measure runs the cluster,
 # check_predict forms the planner's command, check_stats forms the numbers (its STEP_ESTIMATOR is
 # set there by main: typical_step reads it), check_report prints the tables.
+import check_args
 import check_stats
-import check_measure
-from check_measure import CLUSTER, ROOT, measured_computing, run_config, sh
+from check_measure import CLUSTER, measured_computing, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind, \
     update_seconds
 from check_report import print_tables
@@ -269,134 +271,36 @@ def gap_summary(a, config):
                   f"pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} %")
 
 
-def load_run(path):
-    """A saved --out file, plain or xz-compressed (bench/data keeps them as .json.xz)."""
+def load_run(path, program="check.py", keys=("mesh", "rate", "plans", "runs", "calibration")):
+    """A saved --out file, plain or xz-compressed (bench/data keeps them as .json.xz): its
+    configurations, each with `keys`. Exits 2 naming the file when it cannot be read as one."""
     opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    try:
+        with opener(path, "rt") as f:
+            configs = json.load(f)
+        if not isinstance(configs, list) or not all(isinstance(c, dict) and set(keys) <= c.keys() for c in configs):
+            raise ValueError(f"not a list of configurations with {', '.join(keys)}")
+        return configs
+    except (OSError, ValueError, EOFError, lzma.LZMAError) as e:
+        print(f"{program}: {path}: not a saved cluster check ({e})", file=sys.stderr)
+        sys.exit(2)
+
+
+def words_of(stderr):
+    """What a failed program said: the project's own errors (`amsp: ... [rule R]`, once each, however
+    many ranks printed them between mpirun's lines), else its last five lines."""
+    ruled = list(dict.fromkeys(re.findall(r"amsp: [^\n]*?\[rule [^\]]+\]", stderr)))
+    return "\n".join(ruled[:3] or stderr.strip().splitlines()[-5:])
+
+
+def stop_on_sigterm(signum, frame):
+    """A SIGTERM (a timeout, a CI job cancelled) leaves through main's finally: the cluster comes down."""
+    raise SystemExit(128 + signum)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build", "default"))
-    ap.add_argument("--meshes", default="4x2,2x4")
-    ap.add_argument("--rates", default="1gbit,200mbit")
-    ap.add_argument("--plans", default="", help="';'-separated plans (default: the issue's nine per mesh)")
-    ap.add_argument("--modes", default="overlap,serial", help="overlap, serial or both")
-    ap.add_argument("--repeats", type=int, default=10,
-                    help="runs of each plan and schedule (interleaved); the measured step is their typical_step "
-                         "(10 since 2026-12-05's twenty-second session: with 5, at 1 Gbit/s the plans' steps, "
-                         "0.1-0.5 ms apart, ranked as they would again in only 60-82 %% of bootstrap draws)")
-    ap.add_argument("--estimator", choices=["mean", "median"], default="mean",
-                    help="a plan's measured step from its runs: mean (default) or median (the check before "
-                         "2026-12-04's ninth session; for reanalysing saved runs as they were read then)")
-    ap.add_argument("--steps", type=int, default=10, help="steps of the first repeat (+2 per repeat)")
-    ap.add_argument("--mpi-check-calls", choices=["on", "off"], default="off",
-                    help="amsp-train's and amsp-profile's MPI argument check: a small MPI_Allreduce before every "
-                         "collective, which on this oversubscribed CPU made steps 20-50 %% slower (measured "
-                         "side by side); off, as a timing run would be")
-    ap.add_argument("--global-batch", type=int, default=32)
-    ap.add_argument("--model", default=check_measure.DEFAULT_MODEL,
-                    help="amsp-train's model options (also given to the planner)")
-    ap.add_argument("--train-args", default="",
-                    help="more amsp-train options for every run, not given to the planner (e.g. "
-                         "'--device-ms-per-sequence 20': an emulated accelerator, docs/planner-check.md)")
-    ap.add_argument("--overlap-slowdown", type=float, default=None,
-                    help="the planner's kappa: 1 = communication hides behind no compute, 0 = hidden for free "
-                         "(default: calibrated from the run's CALL_PLAN with overlap; see overlap_slowdown)")
-    ap.add_argument("--compute", choices=["step", "origin", "line"], default="origin",
-                    help="compute model from the calibration (see compute_model_args)")
-    ap.add_argument("--contention", choices=["on", "off"], default="on",
-                    help="price compute at the CPU contention each plan's step implies (the calibration's "
-                         "--compute-turns points; saved runs without them: off); off = every rank computing at once")
-    ap.add_argument("--call-overhead", type=float, default=None,
-                    help="seconds per collective call for the planner (default: calibrated from the run of "
-                         "CALL_PLAN; 0 reproduces the model without the term)")
-    ap.add_argument("--sync-overhead", type=float, default=None,
-                    help="seconds per collective call between two compute segments (Cluster::sync_overhead_s; "
-                         "default: calibrated with CALL_PLAN and SYNC_PLAN; 0 reproduces the model without it)")
-    ap.add_argument("--update-seconds", type=float, default=None,
-                    help="seconds of the optimizer update of all parameters on one rank (DDP's), which the "
-                         "planner prices as this / s_os per plan (default: measured by the calibration's ddp "
-                         "runs without overlap; 0 for runs saved before)")
-    ap.add_argument("--gather-stall", type=float, default=None,
-                    help="seconds a unit's compute waits after a gather inside a node in the step with overlap "
-                         "(Cluster::gather_stall_s; default: calibrated from SYNC_PLAN's run with overlap; 0 "
-                         "reproduces the model without the term)")
-    ap.add_argument("--entry-skew", type=float, default=None,
-                    help="seconds after the first rank the last one enters a step (Cluster::entry_skew_s; "
-                         "default: traced in the calibration; 0 reproduces the model without it)")
-    ap.add_argument("--overhead-unit", choices=["call", "step"], default="step",
-                    help="the overhead counts once per collective call (Cluster::call_overhead_s) or once per "
-                         "step of its ring (Cluster::step_overhead_s)")
-    ap.add_argument("--gather-scatter", choices=["recursive", "ring"], default="ring",
-                    help="hand-overs the per-step overhead is paid for in AllGather and ReduceScatter: "
-                         "ring = n - 1 (default); recursive = ceil(log2 n), the hand-overs of the recursive "
-                         "doubling / halving scripts/cluster.sh pins (predicts worse: docs/planner-check.md)")
-    ap.add_argument("--stagger", choices=["on", "off"], default="on",
-                    help="the step without overlap hides backward compute behind the head start of the backward "
-                         "gathers' first pair, from the gapped profile's first_pair_seconds (gather_stagger.hpp; "
-                         "runs measured before 2026-12-04 23:40 have none); off: the model before it")
-    ap.add_argument("--waits", choices=["overlap", "add"], default="overlap",
-                    help="a collective's waits for peers and its transfer: overlap (the longer counts) or add "
-                         "(their sum: the model before 2026-12-03's reanalysis)")
-    ap.add_argument("--diagnose", action="store_true",
-                    help="also print the best any calibration of the model's overheads could do (fitted to the "
-                         "checked plans themselves: a diagnosis of the model's form, not a prediction)")
-    ap.add_argument("--profile-sizes", default="4096,65536,262144")
-    ap.add_argument("--profile-iterations", type=int, default=50)
-    ap.add_argument("--profile-gap-us", type=int, default=10000,
-                    help="also measure a profile with every call after this idle gap (amsp-profile --gap-us; "
-                         "0: not measured)")
-    ap.add_argument("--profile-gap-iterations", type=int, default=10, help="calls per entry of the gapped profile")
-    ap.add_argument("--profile-passes", type=int, default=3,
-                    help="passes of each profile, taken in turn; the planner reads each entry's median pass "
-                         "(check_stats.median_profile; 1: the check before 2026-12-05's eighteenth session)")
-    ap.add_argument("--profile-kind", choices=["auto", *PROFILE_KINDS], default="auto",
-                    help="the profile the planner prices with; split: back to back for chained calls, gapped for "
-                         "calls that follow compute (CommTerm::after_compute); auto: split for runs with a CPU block "
-                         "per node (the default cluster) and both profiles, the gapped one for runs without a CPU "
-                         "block, back to back for runs without a gapped profile (the other kinds' targets are "
-                         "printed too, when the run has both profiles)")
-    ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
-                    help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
-    ap.add_argument("--out", default="cluster-check.json")
-    ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
-                                                    "and print again, measure nothing")
-    ap.add_argument("--phase-traces", default="",
-                    help="with --reanalyze: amsp-train --timeline prefixes with {mesh}, {rate} and {plan} "
-                         "(scripts/cluster/trace_plans.py records them); each configuration with a DDP trace also "
-                         "prints the model's phases of the overlapped step next to the traced ones, each minus "
-                         "DDP's (phase_compare.py)")
-    a = ap.parse_args()
-    if a.update_seconds is not None and a.update_seconds < 0:
-        ap.error(f"--update-seconds must be at least 0 seconds, got {a.update_seconds} (rule cli.value)")
-    if a.update_seconds is not None and a.compute == "line":
-        ap.error("--update-seconds prices the update of --compute origin and step; --compute line fits its own "
-                 "(rule cli.value)")
-    for name, value in (("--gather-stall", a.gather_stall), ("--entry-skew", a.entry_skew)):
-        if value is not None and value < 0:
-            ap.error(f"{name} must be at least 0 seconds, got {value} (rule cli.value)")
-    if a.repeats < 1:
-        ap.error(f"--repeats must be at least 1, got {a.repeats} (rule cli.value)")
-    if a.steps < 1:
-        ap.error(f"--steps must be at least 1, got {a.steps} (rule cli.value)")
-    if a.profile_passes < 1:
-        ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
+    a = check_args.parse(__doc__)
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it
-    a.train = os.path.join(a.build, check_measure.TRAIN)
-    a.profile = os.path.join(a.build, check_measure.PROFILE)
-    a.predict = os.path.join(a.build, check_measure.PREDICT)
-    a.model_args = a.model.split()
-    a.train_args = a.train_args.split()
-    a.modes = a.modes.split(",")
-    a.work = os.path.dirname(os.path.abspath(a.out))
-    if a.phase_traces and not a.reanalyze:
-        ap.error("--phase-traces reads traces next to a saved run: give --reanalyze too (rule cli.value)")
-    missing = check_measure.unbuilt(a.build, [check_measure.PREDICT] if a.reanalyze else
-                                    [check_measure.TRAIN, check_measure.PROFILE, check_measure.PREDICT])
-    if missing:
-        ap.error(missing)
     if a.reanalyze:
         for c in load_run(a.reanalyze):
             print_tables(analyze(a, c))
@@ -404,12 +308,21 @@ def main():
             if a.phase_traces:
                 compare_phases(c, c["predictions"], a.phase_traces)
         return 0
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     configs = []
     try:
         for mesh in a.meshes.split(","):
             for rate in a.rates.split(","):
                 configs.append(run_config(a, mesh, rate))
                 json.dump(configs, open(a.out, "w"), indent=1)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        # A program of the check refused its input (amsp-train's rule for the global batch, a plan
+        # it cannot parse) or failed: its own words, not a traceback.
+        failed = "exited " + str(e.returncode) if isinstance(e, subprocess.CalledProcessError) else "timed out"
+        said = words_of(e.stderr if isinstance(e.stderr, str) else "")
+        kept = f"; the {len(configs)} configurations measured before it are in {a.out}" if configs else ""
+        print(f"check.py: `{' '.join(map(str, e.cmd))}` {failed}{kept}\n{said}".rstrip(), file=sys.stderr)
+        return 2 if isinstance(e, subprocess.CalledProcessError) and e.returncode == 2 else 1
     finally:
         subprocess.run([CLUSTER, "down"], capture_output=True)
     for c in configs:

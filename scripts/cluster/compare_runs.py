@@ -23,7 +23,6 @@ Exit 2 on a bad argument or an unreadable file.
 """
 import argparse
 import itertools
-import lzma
 import statistics
 import sys
 
@@ -33,16 +32,8 @@ from check_stats import bootstrap_floor, run_medians, separable_pairs, spearman,
 
 
 def load(path, program="compare_runs.py"):
-    """A saved run's configurations; exits 2 naming the file when it cannot be read as one."""
-    try:
-        configs = load_run(path)
-        if not isinstance(configs, list) or not all(isinstance(c, dict) and {"runs", "mesh", "rate"} <= c.keys()
-                                                    for c in configs):
-            raise ValueError("not a list of configurations with mesh, rate and runs")
-        return configs
-    except (OSError, ValueError, EOFError, lzma.LZMAError) as e:
-        print(f"{program}: {path}: not a saved cluster check ({e})", file=sys.stderr)
-        sys.exit(2)
+    """A saved run's configurations (check.load_run); exits 2 naming the file when it cannot be read as one."""
+    return load_run(path, program, keys=("mesh", "rate", "runs"))
 
 
 def measured_rows(config, mode, plans):

@@ -47,7 +47,8 @@ def main():
               f"got {a.steps} [rule cli.value]", file=sys.stderr)
         sys.exit(2)
     from check import load_run  # the saved run's reader (plain or .xz)
-    configs = chosen(load_run(a.run), a.configs)
+    configs = chosen(load_run(a.run, "trace_plans.py",
+                              keys=("mesh", "rate", "plans", "global_batch", "model_args", "train_args")), a.configs)
     missing = unbuilt(a.build, [TRAIN])
     if missing:
         print(f"trace_plans.py: {missing}", file=sys.stderr)
