@@ -13,8 +13,6 @@ scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predic
 import argparse
 import json
 import lzma
-import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,7 +24,7 @@ import sys
 # set there by main: typical_step reads it), check_report prints the tables.
 import check_args
 import check_stats
-from check_measure import CLUSTER, measured_computing, run_config, sh
+from check_measure import CLUSTER, leave_through_finally_on_sigterm, measured_computing, program_failure, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind, \
     update_seconds
 from check_report import print_tables
@@ -286,18 +284,6 @@ def load_run(path, program="check.py", keys=("mesh", "rate", "plans", "runs", "c
         sys.exit(2)
 
 
-def words_of(stderr):
-    """What a failed program said: the project's own errors (`amsp: ... [rule R]`, once each, however
-    many ranks printed them between mpirun's lines), else its last five lines."""
-    ruled = list(dict.fromkeys(re.findall(r"amsp: [^\n]*?\[rule [^\]]+\]", stderr)))
-    return "\n".join(ruled[:3] or stderr.strip().splitlines()[-5:])
-
-
-def stop_on_sigterm(signum, frame):
-    """A SIGTERM (a timeout, a CI job cancelled) leaves through main's finally: the cluster comes down."""
-    raise SystemExit(128 + signum)
-
-
 def main():
     a = check_args.parse(__doc__)
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it
@@ -308,7 +294,7 @@ def main():
             if a.phase_traces:
                 compare_phases(c, c["predictions"], a.phase_traces)
         return 0
-    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    leave_through_finally_on_sigterm()
     configs = []
     try:
         for mesh in a.meshes.split(","):
@@ -316,13 +302,11 @@ def main():
                 configs.append(run_config(a, mesh, rate))
                 json.dump(configs, open(a.out, "w"), indent=1)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
-        # A program of the check refused its input (amsp-train's rule for the global batch, a plan
-        # it cannot parse) or failed: its own words, not a traceback.
-        failed = "exited " + str(e.returncode) if isinstance(e, subprocess.CalledProcessError) else "timed out"
-        said = words_of(e.stderr if isinstance(e.stderr, str) else "")
-        kept = f"; the {len(configs)} configurations measured before it are in {a.out}" if configs else ""
-        print(f"check.py: `{' '.join(map(str, e.cmd))}` {failed}{kept}\n{said}".rstrip(), file=sys.stderr)
-        return 2 if isinstance(e, subprocess.CalledProcessError) and e.returncode == 2 else 1
+        report, code = program_failure(e)
+        print(f"check.py: {report}", file=sys.stderr)
+        if configs:
+            print(f"check.py: the {len(configs)} configurations measured before it are in {a.out}", file=sys.stderr)
+        return code
     finally:
         subprocess.run([CLUSTER, "down"], capture_output=True)
     for c in configs:

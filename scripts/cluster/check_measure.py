@@ -8,6 +8,7 @@ measured_computing)."""
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,32 @@ def unbuilt(build, programs):
 TRAIN = os.path.join("examples", "amsp_train", "amsp-train")
 PROFILE = os.path.join("tools", "amsp_profile", "amsp-profile")
 PREDICT = os.path.join("tests", "cluster", "amsp-cluster-predict")
+
+
+def words_of(stderr):
+    """What a failed program said: the project's own errors (`amsp: ... [rule R]`, once each, however
+    many ranks printed them between mpirun's lines), else its last five lines."""
+    ruled = list(dict.fromkeys(re.findall(r"amsp: [^\n]*?\[rule [^\]]+\]", stderr)))
+    return "\n".join(ruled[:3] or stderr.strip().splitlines()[-5:])
+
+
+def program_failure(e):
+    """For a program of the scripts that failed under sh() (a CalledProcessError or TimeoutExpired):
+    the report (the command, how it ended, its own words) and the exit code to leave with, 2 where
+    the program refused its input (exit 2: amsp-train's rule for a global batch, a plan it cannot
+    parse), else 1."""
+    refused = isinstance(e, subprocess.CalledProcessError)
+    said = words_of(e.stderr if isinstance(e.stderr, str) else "")
+    ended = f"exited {e.returncode}" if refused else "timed out"
+    return f"`{' '.join(map(str, e.cmd))}` {ended}\n{said}".rstrip(), 2 if refused and e.returncode == 2 else 1
+
+
+def leave_through_finally_on_sigterm():
+    """A SIGTERM (a timeout, a cancelled CI job) raises SystemExit(143), so that the caller's
+    finally takes its cluster down; Python's default would end the process where it stands."""
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, leave)
 
 
 def sh(cmd, timeout):

@@ -13,6 +13,7 @@ import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -64,9 +65,10 @@ def main():
     ranks, nodes = map(int, mesh.groups())
     a.train = os.path.join(a.build, check_measure.TRAIN)
     a.model_args, a.train_args, a.mpi_check_calls = a.model.split(), a.train_args.split(), "off"
-    sh([CLUSTER, "up", str(nodes), str(ranks), a.rate], 120)
+    check_measure.leave_through_finally_on_sigterm()
     steps = []
     try:
+        sh([CLUSTER, "up", str(nodes), str(ranks), a.rate], 120)
         launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]
         extra = ["--backend", "mpi"] + (["--no-overlap"] if a.no_overlap else [])
         end = time.monotonic() + a.seconds
@@ -78,6 +80,10 @@ def main():
             print(f"{len(steps) - 1:4d} step {steps[-1]:7.1f} ms  rank 0 compute "
                   f"{statistics.median(r['compute_ms'] for r in records):6.1f} ms  steal "
                   f"{100 * spent[7] / max(1, sum(spent)):5.2f} %", flush=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        report, code = check_measure.program_failure(e)
+        print(f"repeat_runs.py: {report}", file=sys.stderr)
+        return code
     finally:
         sh([CLUSTER, "down"], 60)
     print(f"\n{a.plan} on {a.mesh} at {a.rate}: {len(steps)} runs, step mean {statistics.mean(steps):.1f} ms, "

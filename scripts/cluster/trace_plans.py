@@ -13,7 +13,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from check_measure import CLUSTER, MODES, TRAIN, sh, train, unbuilt
+from check_measure import CLUSTER, MODES, TRAIN, leave_through_finally_on_sigterm, program_failure, sh, train, unbuilt
 from phase_compare import trace_prefix
 
 
@@ -58,6 +58,7 @@ def main():
         sys.exit(77)
     os.makedirs(a.out_dir, exist_ok=True)
     pattern = os.path.join(a.out_dir, "{mesh}-{rate}-{plan}")
+    leave_through_finally_on_sigterm()
     try:
         for c in configs:
             ranks, nodes = map(int, c["mesh"].split("x"))
@@ -71,6 +72,10 @@ def main():
                 train(settings, c["mesh"], plan, a.steps, ["--backend", "mpi", *MODES["overlap"], "--timeline", prefix],
                       launcher)
                 print(f"{c['mesh']} {c['rate']} {plan}: {prefix}.rank*.json", flush=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        report, code = program_failure(e)
+        print(f"trace_plans.py: {report}", file=sys.stderr)
+        return code
     finally:
         subprocess.run([CLUSTER, "down"], capture_output=True)
     print(f"check.py --reanalyze {a.run} --phase-traces '{pattern}'")

@@ -91,14 +91,14 @@ with tempfile.TemporaryDirectory() as d:
     # check.py's report of a program that refused its input: the project's error once, however many
     # ranks printed it between mpirun's lines.
     sys.path.insert(0, SCRIPTS)
-    import check  # noqa: E402
+    import check_measure  # noqa: E402
     said = ("amsp-train: amsp-trainamsp: a global batch of 3 sequences does not split [rule data.batch_split]\n"
             "----\nPrimary job terminated\n"
             "amsp-train: amsp: a global batch of 3 sequences does not split [rule data.batch_split]\n"
             "  Exit code:    2\n")
-    expect("the refusal once", check.words_of(said),
+    expect("the refusal once", check_measure.words_of(said),
            "amsp: a global batch of 3 sequences does not split [rule data.batch_split]")
-    expect("no rule: the last five lines", check.words_of("a\nb\nc\nd\ne\nf\n"), "b\nc\nd\ne\nf")
+    expect("no rule: the last five lines", check_measure.words_of("a\nb\nc\nd\ne\nf\n"), "b\nc\nd\ne\nf")
 
     # --cluster (as root, label cluster): the live check on a 4x2 cluster of its own name with the
     # stand-ins. amsp-train's refusal ends it with exit 2 and the rule, once; a SIGTERM while a

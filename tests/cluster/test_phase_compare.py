@@ -113,6 +113,10 @@ with tempfile.TemporaryDirectory() as d:
         if os.geteuid() != 0:
             print("test_phase_compare.py: SKIP: needs root")
             sys.exit(77)
+        r = subprocess.run(trace_plans + [run_file, "--out-dir", os.path.join(d, "refused"), "--steps", "5",
+                                          "--plans", "bogus", "--build", sys.argv[2]], capture_output=True, text=True)
+        expect("trace_plans with a plan amsp-train refuses exits 2 with its rule",
+               (r.returncode, "[rule plan.parse]" in r.stderr, "Traceback" in r.stderr), (2, True, False))
         r = subprocess.run(trace_plans + [run_file, "--out-dir", os.path.join(d, "t"), "--steps", "5",
                                           "--build", sys.argv[2]], capture_output=True, text=True)
         expect("trace_plans on a 2x2 cluster exits 0", r.returncode, 0)
