@@ -1,7 +1,7 @@
 """check.py's command line: its options, the rule for each value and the settings derived from them
 (the programs' paths under --build, the lists split). A bad value exits 2 naming it and its rule,
 before anything is measured: the values only a live check reads (meshes, rates, modes, the
-global batch, the profile's counts) only without --reanalyze."""
+global batch, the profile's counts, the plans, the --out folder) only without --reanalyze."""
 import argparse
 import os
 import subprocess
@@ -144,6 +144,9 @@ def parse(description, argv=None):
     a.train_args = a.train_args.split()
     a.modes = a.modes.split(",")
     a.work = os.path.dirname(os.path.abspath(a.out))
+    if not a.reanalyze and not (os.path.isdir(a.work) and os.access(a.work, os.W_OK)):
+        # found before the first configuration is measured, not when its results are written
+        ap.error(f"--out {a.out}: the folder {a.work} must exist and be writable (rule cli.value)")
     if a.phase_traces and not a.reanalyze:
         ap.error("--phase-traces reads traces next to a saved run: give --reanalyze too (rule cli.value)")
     missing = check_measure.unbuilt(a.build, [check_measure.PREDICT] if a.reanalyze else

@@ -55,6 +55,8 @@ with tempfile.TemporaryDirectory() as d:
     refused(["--modes", "overlap,foo"] + out, "--modes foo: each mode must be one of overlap, serial")
     refused(["--global-batch", "0"] + out, "--global-batch must be at least 1, got 0")
     refused(["--profile-gap-us", "-1"] + out, "--profile-gap-us must be at least 0, got -1")
+    refused(["--out", os.path.join(d, "no-such-folder", "run.json")],
+            f"the folder {os.path.join(d, 'no-such-folder')} must exist and be writable")
 
     # A build folder without the predictor: exit 2 naming the missing program, not a traceback (a
     # fresh checkout's --reanalyze hit that on 2026-12-06).
