@@ -13,6 +13,7 @@ scripts/cluster-check.sh, which builds the programs first. --reanalyze re-predic
 import argparse
 import json
 import lzma
+import os
 import statistics
 import subprocess
 import sys
@@ -284,6 +285,13 @@ def load_run(path, program="check.py", keys=("mesh", "rate", "plans", "runs", "c
         sys.exit(2)
 
 
+def save_run(configs, path):
+    """Writes the configurations measured so far; a kill while it writes leaves the previous file."""
+    with open(path + ".part", "w") as f:
+        json.dump(configs, f, indent=1)
+    os.replace(path + ".part", path)
+
+
 def main():
     a = check_args.parse(__doc__)
     check_stats.STEP_ESTIMATOR = a.estimator  # where typical_step reads it
@@ -300,7 +308,7 @@ def main():
         for mesh in a.meshes.split(","):
             for rate in a.rates.split(","):
                 configs.append(run_config(a, mesh, rate))
-                json.dump(configs, open(a.out, "w"), indent=1)
+                save_run(configs, a.out)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         report, code = program_failure(e)
         print(f"check.py: {report}", file=sys.stderr)

@@ -247,6 +247,9 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dump(run, f)
     expect("load plain", check.load_run(os.path.join(tmp, "r.json")), run)
     expect("load xz", check.load_run(os.path.join(tmp, "r.json.xz")), run)
+    check.save_run(run + run, os.path.join(tmp, "r.json"))  # over the file before, as each configuration ends
+    expect("saved again, read back", check.load_run(os.path.join(tmp, "r.json")), run + run)
+    expect("no part file left", sorted(os.listdir(tmp)), ["r.json", "r.json.xz"])
 
 # The planner's κ per run: given, else 0 under an emulated accelerator (a time above 0) and 1 for CPU compute.
 expect("device ms, spaced", check.emulated_device_ms("--foo 1 --device-ms-per-sequence 30"), 30.0)
