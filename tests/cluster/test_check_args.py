@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster")
 CHECK = [sys.executable, os.path.join(SCRIPTS, "check.py")]
@@ -122,7 +123,7 @@ with tempfile.TemporaryDirectory() as d:
         for _ in range(600):  # the cluster is up and amsp-train runs: then the signal
             if os.path.exists(os.path.join(d, "started")) or p.poll() is not None:
                 break
-            subprocess.run(["sleep", "0.1"])
+            time.sleep(0.1)
         p.terminate()
         expect("SIGTERM ends the check", p.wait(timeout=60), 128 + 15)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
