@@ -105,20 +105,13 @@ def parse(description, argv=None):
                          "prints the model's phases of the overlapped step next to the traced ones, each minus "
                          "DDP's (phase_compare.py)")
     a = ap.parse_args(argv)
-    if a.update_seconds is not None and a.update_seconds < 0:
-        ap.error(f"--update-seconds must be at least 0 seconds, got {a.update_seconds} (rule cli.value)")
+    require_at_least(ap, 0, " seconds", (("--update-seconds", a.update_seconds), ("--gather-stall", a.gather_stall),
+                                          ("--entry-skew", a.entry_skew)))
+    require_at_least(ap, 1, "", (("--repeats", a.repeats), ("--steps", a.steps),
+                                 ("--profile-passes", a.profile_passes)))
     if a.update_seconds is not None and a.compute == "line":
         ap.error("--update-seconds prices the update of --compute origin and step; --compute line fits its own "
                  "(rule cli.value)")
-    for name, value in (("--gather-stall", a.gather_stall), ("--entry-skew", a.entry_skew)):
-        if value is not None and value < 0:
-            ap.error(f"{name} must be at least 0 seconds, got {value} (rule cli.value)")
-    if a.repeats < 1:
-        ap.error(f"--repeats must be at least 1, got {a.repeats} (rule cli.value)")
-    if a.steps < 1:
-        ap.error(f"--steps must be at least 1, got {a.steps} (rule cli.value)")
-    if a.profile_passes < 1:
-        ap.error(f"--profile-passes must be at least 1, got {a.profile_passes} (rule cli.value)")
     if not a.reanalyze:  # the values only a measurement reads, checked before a cluster comes up
         for mesh in a.meshes.split(","):
             if mesh not in SYNC_PLAN:
@@ -131,12 +124,9 @@ def parse(description, argv=None):
         for mode in a.modes.split(","):
             if mode not in MODES:
                 ap.error(f"--modes {mode}: each mode must be one of {', '.join(MODES)} (rule cli.value)")
-        for name, value in (("--global-batch", a.global_batch), ("--profile-iterations", a.profile_iterations),
-                            ("--profile-gap-iterations", a.profile_gap_iterations)):
-            if value < 1:
-                ap.error(f"{name} must be at least 1, got {value} (rule cli.value)")
-        if a.profile_gap_us < 0:
-            ap.error(f"--profile-gap-us must be at least 0, got {a.profile_gap_us} (rule cli.value)")
+        require_at_least(ap, 1, "", (("--global-batch", a.global_batch), ("--profile-iterations", a.profile_iterations),
+                                     ("--profile-gap-iterations", a.profile_gap_iterations)))
+        require_at_least(ap, 0, "", (("--profile-gap-us", a.profile_gap_us),))
     a.train = os.path.join(a.build, check_measure.TRAIN)
     a.profile = os.path.join(a.build, check_measure.PROFILE)
     a.predict = os.path.join(a.build, check_measure.PREDICT)
@@ -160,3 +150,11 @@ def parse(description, argv=None):
             if known.returncode != 0:
                 ap.error(f"--plans on {mesh}: {known.stderr.strip()}")
     return a
+
+
+def require_at_least(ap, minimum, unit, named_values):
+    """Exit 2 (argparse's error) naming the first option whose value is below `minimum`; an option
+    not given (None) passes."""
+    for name, value in named_values:
+        if value is not None and value < minimum:
+            ap.error(f"{name} must be at least {minimum}{unit}, got {value} (rule cli.value)")
