@@ -40,6 +40,8 @@
 #include <vector>
 
 #include "amsp/comm/communicator.hpp"
+#include "amsp/comm/detail/mpi_ops.hpp"
+#include "amsp/comm/detail/mpi_request.hpp"
 #include "amsp/comm/detail/mpi_watchdog.hpp"
 #include "amsp/comm/detail/unique_handle.hpp"
 #include "amsp/core/dtype.hpp"
@@ -48,110 +50,10 @@
 namespace amsp::comm {
 
 namespace detail {
-
-inline void check_mpi(int code, const char* call) {
-  if (code == MPI_SUCCESS) [[likely]] return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  fail("comm.mpi", call, " failed: ", std::string(text, static_cast<std::size_t>(length)));
-}
-
-[[nodiscard]] inline int mpi_count(std::size_t count, std::string_view what) {
-  check(count <= static_cast<std::size_t>(INT_MAX), "comm.count_range", what, " of ", count,
-        " elements exceeds MPI's int counts (", INT_MAX, ")");
-  return static_cast<int>(count);
-}
-
-template <class T>
-[[nodiscard]] MPI_Datatype mpi_datatype() {
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else return MPI_UINT16_T;  // bf16, fp16: moved as 16-bit words, reduced by half_sum_op<T>()
-}
-
-// inout[i] = in[i] + inout[i], added in fp32 and rounded once to T.
-template <class T>
-void half_sum(void* in, void* inout, int* length, MPI_Datatype*) {
-  const T* a = static_cast<const T*>(in);
-  T* b = static_cast<T*>(inout);
-  for (int i = 0; i < *length; ++i) b[i] = T::from_float(a[i].to_float() + b[i].to_float());
-}
-
-// Frees an MPI_Op when MPI_Finalize deletes the attribute holding it (MPI_COMM_SELF's attributes
-// are deleted first thing in MPI_Finalize, while freeing is still allowed).
-inline int free_op_attribute(MPI_Comm, int, void* op, void*) {
-  MPI_Op handle = *static_cast<MPI_Op*>(op);
-  return MPI_Op_free(&handle);
-}
-
-template <class T>
-[[nodiscard]] MPI_Op mpi_sum_op() {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    return MPI_SUM;
-  } else {
-    static MPI_Op op = [] {
-      MPI_Op created{};
-      check_mpi(MPI_Op_create(&half_sum<T>, /*commute=*/1, &created), "MPI_Op_create");
-      return created;
-    }();
-    static const bool freed_at_finalize = [] {
-      int key = MPI_KEYVAL_INVALID;
-      check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &free_op_attribute, &key, nullptr),
-                "MPI_Comm_create_keyval");
-      check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, key, &op), "MPI_Comm_set_attr");
-      return true;
-    }();
-    (void)freed_at_finalize;
-    return op;
-  }
-}
-
-// The division by n that turns MPI_SUM into avg, in the accumulation type, rounded once.
-template <class T>
-void divide_by(T* data, std::size_t count, int n) {
-  for (std::size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) data[i] /= static_cast<T>(n);
-    else data[i] = T::from_float(data[i].to_float() / static_cast<float>(n));
-  }
-}
-
-/// An outstanding MPI request and what must happen once it completes (avg division, the copy of
-/// an in-place reduce_scatter); owns the temporaries the request writes into.
+/// Frees the communicators an MpiCommunicator owns (its split() results).
 struct FreeMpiComm {
   void operator()(MPI_Comm comm) const noexcept { MPI_Comm_free(&comm); }
 };
-
-class MpiRequestState final : public HandleState {
-public:
-  MpiRequestState(MPI_Request request, std::function<void()> finish, std::chrono::nanoseconds timeout = {},
-                  WatchedCall what = {}, WaitMode mode = WaitMode::block)
-      : request_(request), finish_(std::move(finish)), timeout_(timeout), what_(what), mode_(mode) {}
-  bool test() override {
-    if (request_ != MPI_REQUEST_NULL) {
-      int done = 0;
-      check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (!done) return false;
-    }
-    complete();
-    return true;
-  }
-  void wait() override {
-    check_mpi(wait_watched(request_, timeout_, what_, mode_), "MPI_Wait");
-    complete();
-  }
-
-private:
-  void complete() {
-    if (finish_) std::exchange(finish_, nullptr)();
-  }
-  MPI_Request request_;
-  std::function<void()> finish_;
-  std::chrono::nanoseconds timeout_;
-  WatchedCall what_;
-  WaitMode mode_;
-};
-
 }  // namespace detail
 
 /// Initialises MPI and finalises it on destruction; for programs that do not manage MPI
