@@ -16,6 +16,11 @@ when its plans are resampled from its own repeats), which sees the noise inside 
 the drift between runs. Last, per configuration over every pair of runs: the least, most and
 median Spearman, the least and most median change, and the separable pairs carried over.
 Configurations missing from a run are skipped; plans are the ones both runs of a pair measured.
+With three runs or more, last, the leave-one-out floor (leave_one_out): each run's measured order
+against the mean of the other runs' steps, plan by plan: what a model that knew every plan's
+expected step as well as the other runs together do would score against that run. A pair of
+single runs carries the noise of both; this predictor averages the others' away, so it is the
+floor a model's Spearman misses should be compared with.
 Exit 2 on a bad argument or an unreadable file.
 
   python3 scripts/cluster/compare_runs.py bench/data/cluster-check-2026-12-04-v.json.xz \\
@@ -44,6 +49,30 @@ def measured_rows(config, mode, plans):
         repeats = run_medians(config["runs"][mode][plan])
         rows.append({"plan": plan, "repeats": repeats, "measured": typical_step(repeats)})
     return rows
+
+
+def distinct_steps(config, mode, plans):
+    """{plan: measured step} for `plans`, the repeats of presets of one shape (amsp-7b and amsp-13b
+    on 2x4) pooled under their joined names, as check_stats.distinct_plans pools them: one plan
+    measured twice."""
+    pooled, names = {}, {}
+    for plan in plans:
+        runs = config["runs"][mode][plan]
+        shape = runs[0].get("final", {}).get("plan", plan)
+        pooled.setdefault(shape, []).extend(run_medians(runs))
+        names[shape] = names[shape] + "=" + plan if shape in names else plan
+    return {names[shape]: typical_step(repeats) for shape, repeats in pooled.items()}
+
+
+def leave_one_out(steps_by_run):
+    """For each run (a {plan: measured step} each, the plans of every run), Spearman of its steps
+    against the mean of the other runs' steps of the same plans."""
+    plans = [p for p in steps_by_run[0] if all(p in steps for steps in steps_by_run)]
+    out = []
+    for i, steps in enumerate(steps_by_run):
+        others = [o for j, o in enumerate(steps_by_run) if j != i]
+        out.append(spearman([statistics.mean(o[p] for o in others) for p in plans], [steps[p] for p in plans]))
+    return out
 
 
 def compare(a_rows, b_rows):
@@ -103,6 +132,23 @@ def main():
         print(f"{case} | {len(figures)} | {min(rho):.2f} - {max(rho):.2f} ({statistics.median(rho):.2f}) | "
               f"{100 * min(change):.1f} - {100 * max(change):.1f} % | "
               f"{sum(f['same_order'] for f in figures)}/{sum(f['separable'] for f in figures)}")
+    if len(loaded) < 3:
+        return
+    print("\nmesh rate schedule | runs | leave-one-out Spearman of each run (the others' mean as the prediction) | "
+          "below 0.9")
+    below_total = cases_total = 0
+    for case in by_case:
+        mesh, rate, mode = case.split()
+        having = [c for _, by in loaded if (mesh, rate) in by and mode in by[(mesh, rate)]["runs"]
+                  for c in [by[(mesh, rate)]]]
+        if len(having) < 3:
+            continue
+        plans = [p for p in having[0]["runs"][mode] if all(p in c["runs"][mode] for c in having)]
+        rho = leave_one_out([distinct_steps(c, mode, plans) for c in having])
+        below = sum(r < 0.9 for r in rho)
+        below_total, cases_total = below_total + below, cases_total + len(rho)
+        print(f"{case} | {len(having)} | " + ", ".join(f"{r:.2f}" for r in rho) + f" | {below} of {len(rho)}")
+    print(f"leave-one-out: {below_total} of {cases_total} run cases below Spearman 0.9")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/cluster/compare_runs.py on hand-made saved runs, against hand-computed figures: two
 runs of three plans in one configuration (a second configuration only in the first run, skipped),
-and bad input (one run, a file that is not a saved check, runs without step records) exiting 2.
+the leave-one-out floor over three runs (presets of one shape pooled), and bad input (one run, a file that is not a saved check, runs without step records) exiting 2.
 Exit 0 on success, 1 with the failed checks listed."""
 import json
 import lzma
@@ -38,7 +38,18 @@ def compare(*paths):
 def summary(*paths):
     """The per-configuration summary rows of compare_runs.py, split into cells."""
     lines = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True).stdout.splitlines()
-    return [[c.strip() for c in l.split("|")] for l in lines[lines.index("") + 2:]]
+    start = lines.index("") + 2
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    return [[c.strip() for c in l.split("|")] for l in lines[start:end]]
+
+
+def leave_one_out(*paths):
+    """The leave-one-out rows of compare_runs.py (split into cells) and its last line."""
+    lines = subprocess.run([sys.executable, SCRIPT, *paths], capture_output=True, text=True).stdout.splitlines()
+    blanks = [i for i, l in enumerate(lines) if l == ""]
+    if len(blanks) < 2:
+        return [], ""
+    return [[c.strip() for c in l.split("|")] for l in lines[blanks[1] + 2:-1]], lines[-1]
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +97,29 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("summary rows (one configuration in all three)", len(rows), 1)
     if rows:
         expect("summary", rows[0], ["4x2 1gbit serial", "3", "-0.50 - 0.50 (0.50)", "0.0 - 50.0 %", "5/9"])
+    # Leave-one-out over a, b, c (4x2 1gbit serial; the 2x4 configuration is in run a alone):
+    # a (1, 2, 3) against the mean of b and c (1.75, 3, 2): ranks (0, 1, 2) and (0, 2, 1), 0.50;
+    # b (1, 3, 2) against a and c (1.75, 2.5, 2.5): ranks (0, 2, 1) and (0, 1.5, 1.5), covariance
+    # 1.5 over sqrt(2 * 1.5): 0.87; c (2.5, 3, 2) against a and b (1, 2.5, 2.5): ranks (1, 2, 0) and
+    # (0, 1.5, 1.5), covariance 0: 0.00. All three below 0.9.
+    rows, total = leave_one_out(a_path, b_path, c_path)
+    expect("leave-one-out rows", rows, [["4x2 1gbit serial", "3", "0.50, 0.87, 0.00", "3 of 3"]])
+    expect("leave-one-out total", total, "leave-one-out: 3 of 3 run cases below Spearman 0.9")
+    expect("no leave-one-out with two runs", leave_one_out(a_path, b_path), ([], ""))
+    # Presets of one shape are one plan (check_stats.distinct_plans): y and y2 share shape B and
+    # their repeats pool to 2.5 s in every run, above x's 1 s: each run's order is the others',
+    # 1.00. Kept apart, run e's y 3, y2 2 against d's and f's 2, 3 would read 0.50 there.
+    def shaped(steps):  # plan -> (shape, repeats' median steps)
+        return {"mesh": "4x2", "rate": "1gbit",
+                "runs": {"overlap": {p: [dict(r, final={"plan": shape}) for r in run_of(s)]
+                                     for p, (shape, s) in steps.items()}}}
+    paths = []
+    for name, y, y2 in (("d", 2.0, 3.0), ("e", 3.0, 2.0), ("f", 2.0, 3.0)):
+        paths.append(os.path.join(tmp, name + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump([shaped({"x": ("A", [1.0]), "y": ("B", [y]), "y2": ("B", [y2])})], f)
+    rows, total = leave_one_out(*paths)
+    expect("pooled shapes", rows, [["4x2 1gbit overlap", "3", "1.00, 1.00, 1.00", "0 of 3"]])
     # Bad input: one run; a file that is not a saved check.
     rc, rows, err = compare(a_path)
     expect("one run: exit 2", rc, 2)
