@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Records `amsp-train --timeline` traces of the plans of a saved cluster-check run, with overlap
-and the run's own settings (model, amsp-train arguments, global batch), for check.py
+(or, --mode serial, the check's step without it) and the run's own settings (model, amsp-train arguments, global batch), for check.py
 --reanalyze RUN --phase-traces 'DIR/{mesh}-{rate}-{plan}': for each configuration of the run (or
 those --configs names) it brings the emulated cluster up at its mesh and rate, runs each plan
 --steps steps with --timeline DIR/MESH-RATE-PLAN, and takes the cluster down. Needs root (exit 77
 otherwise); like the check, on an otherwise idle machine (docs/planner-check-quiet-host.md).
 Usage: trace_plans.py RUN.json[.xz] --out-dir DIR [--configs 2x4/1gbit,4x2/200mbit] [--plans 'ddp;zero1']
-       [--steps 20] [--build build/default]"""
+       [--steps 20] [--build build/default] [--mode overlap|serial]"""
 import argparse
 import os
 import subprocess
@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--plans", default="", help="plans separated by ';' (default: each configuration's own)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--build", default="build/default")
+    ap.add_argument("--mode", choices=list(MODES), default="overlap",
+                    help="the schedule traced: overlap (amsp-train's default, what --phase-traces reads) or serial "
+                         "(the check's step without overlap)")
     a = ap.parse_args()
     if a.steps < 4:
         print(f"trace_plans.py: --steps must be at least 4 (trace_phases skips 2 and needs a next step), "
@@ -69,7 +72,7 @@ def main():
             launcher = [CLUSTER, "run", "--", "-np", str(ranks * nodes)]
             for plan in (a.plans.split(";") if a.plans else c["plans"]):
                 prefix = trace_prefix(pattern, c["mesh"], c["rate"], plan)
-                train(settings, c["mesh"], plan, a.steps, ["--backend", "mpi", *MODES["overlap"], "--timeline", prefix],
+                train(settings, c["mesh"], plan, a.steps, ["--backend", "mpi", *MODES[a.mode], "--timeline", prefix],
                       launcher)
                 print(f"{c['mesh']} {c['rate']} {plan}: {prefix}.rank*.json", flush=True)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:

@@ -2,8 +2,8 @@
 """scripts/cluster/phase_compare.py (the model's phases of the overlapped step next to traced ones,
 each minus DDP's) on hand-made predictions and one-rank traces, against differences worked by
 hand; its bad input, and trace_plans.py's (exit 2 naming the value). With `--cluster BUILD_DIR`
-(label cluster, root): trace_plans.py records one plan of a hand-made run on a 2x2 cluster and
-trace_phases reads the trace. Exit 0 on success, 1 with the failed checks listed."""
+(label cluster, root): trace_plans.py records one plan of a hand-made run on a 2x2 cluster, with
+overlap and without (--mode serial), and trace_phases reads the trace. Exit 0 on success, 1 with the failed checks listed."""
 import contextlib
 import io
 import json
@@ -126,6 +126,21 @@ with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "trace_phases.py"), prefix, "--skip", "1"],
                            capture_output=True, text=True)
         expect("trace_phases reads it", (r.returncode, "first forward starts" in r.stdout), (0, True))
+        # --mode serial traces the check's step without overlap: DDP's gradient AllReduces (more than
+        # the 8 bytes of the loss and the norm) run on the main thread (tid 0), where the overlapped
+        # step runs them on the engine's communication thread.
+        r = subprocess.run(trace_plans + [run_file, "--out-dir", os.path.join(d, "s"), "--steps", "5",
+                                          "--mode", "serial", "--build", sys.argv[2]], capture_output=True, text=True)
+        expect("trace_plans --mode serial exits 0", r.returncode, 0)
+
+        def gradient_threads(path):
+            with open(path) as f:
+                return {e["tid"] for e in json.load(f)["traceEvents"]
+                        if e.get("cat") == "collective" and e["name"] == "all_reduce" and e["args"]["bytes"] > 8}
+        expect("serial: gradient AllReduces on the main thread",
+               gradient_threads(os.path.join(d, "s", "2x2-1gbit-ddp.rank0.json")), {0})
+        expect("overlap: gradient AllReduces off the main thread",
+               0 in gradient_threads(prefix + ".rank0.json"), False)
         # check_measure.traced_entry_skew, as the check's calibration runs it: one value per plan,
         # within a step (steps of about 2 ms here), and no trace left behind.
         import check_measure  # noqa: E402
