@@ -33,7 +33,7 @@ import sys
 
 import check_stats
 from check import load_run
-from check_stats import bootstrap_floor, run_medians, separable_pairs, spearman, typical_step
+from check_stats import bootstrap_floor, distinct_plans, run_medians, separable_pairs, spearman, typical_step
 
 
 def load(path, program="compare_runs.py"):
@@ -52,16 +52,11 @@ def measured_rows(config, mode, plans):
 
 
 def distinct_steps(config, mode, plans):
-    """{plan: measured step} for `plans`, the repeats of presets of one shape (amsp-7b and amsp-13b
-    on 2x4) pooled under their joined names, as check_stats.distinct_plans pools them: one plan
-    measured twice."""
-    pooled, names = {}, {}
-    for plan in plans:
-        runs = config["runs"][mode][plan]
-        shape = runs[0].get("final", {}).get("plan", plan)
-        pooled.setdefault(shape, []).extend(run_medians(runs))
-        names[shape] = names[shape] + "=" + plan if shape in names else plan
-    return {names[shape]: typical_step(repeats) for shape, repeats in pooled.items()}
+    """{plan: measured step} for `plans`, presets of one shape (amsp-7b and amsp-13b on 2x4) one
+    plan measured twice, as the check counts them (check_stats.distinct_plans)."""
+    rows = [dict(r, shape=config["runs"][mode][r["plan"]][0].get("final", {}).get("plan", r["plan"]), predicted=0.0)
+            for r in measured_rows(config, mode, plans)]
+    return {r["plan"]: r["measured"] for r in distinct_plans(rows)}
 
 
 def leave_one_out(steps_by_run):
@@ -139,8 +134,7 @@ def main():
     below_total = cases_total = 0
     for case in by_case:
         mesh, rate, mode = case.split()
-        having = [c for _, by in loaded if (mesh, rate) in by and mode in by[(mesh, rate)]["runs"]
-                  for c in [by[(mesh, rate)]]]
+        having = [by[(mesh, rate)] for _, by in loaded if (mesh, rate) in by and mode in by[(mesh, rate)]["runs"]]
         if len(having) < 3:
             continue
         plans = [p for p in having[0]["runs"][mode] if all(p in c["runs"][mode] for c in having)]

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Records `amsp-train --timeline` traces of the plans of a saved cluster-check run, with overlap
-(or, --mode serial, the check's step without it) and the run's own settings (model, amsp-train arguments, global batch), for check.py
---reanalyze RUN --phase-traces 'DIR/{mesh}-{rate}-{plan}': for each configuration of the run (or
-those --configs names) it brings the emulated cluster up at its mesh and rate, runs each plan
---steps steps with --timeline DIR/MESH-RATE-PLAN, and takes the cluster down. Needs root (exit 77
-otherwise); like the check, on an otherwise idle machine (docs/planner-check-quiet-host.md).
+(or, --mode serial, the check's step without it) and the run's own settings (model, amsp-train
+arguments, global batch), for check.py --reanalyze RUN --phase-traces 'DIR/{mesh}-{rate}-{plan}':
+for each configuration of the run (or those --configs names) it brings the emulated cluster up at
+its mesh and rate, runs each plan --steps steps with --timeline DIR/MESH-RATE-PLAN, and takes the
+cluster down. Needs root (exit 77 otherwise); like the check, on an otherwise idle machine
+(docs/planner-check-quiet-host.md).
 Usage: trace_plans.py RUN.json[.xz] --out-dir DIR [--configs 2x4/1gbit,4x2/200mbit] [--plans 'ddp;zero1']
        [--steps 20] [--build build/default] [--mode overlap|serial]"""
 import argparse

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/cluster/compare_runs.py on hand-made saved runs, against hand-computed figures: two
 runs of three plans in one configuration (a second configuration only in the first run, skipped),
-the leave-one-out floor over three runs (presets of one shape pooled), and bad input (one run, a file that is not a saved check, runs without step records) exiting 2.
+the leave-one-out floor over three runs (presets of one shape pooled), and bad input (one run, a
+file that is not a saved check, runs without step records) exiting 2.
 Exit 0 on success, 1 with the failed checks listed."""
 import json
 import lzma

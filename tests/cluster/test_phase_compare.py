@@ -3,7 +3,8 @@
 each minus DDP's) on hand-made predictions and one-rank traces, against differences worked by
 hand; its bad input, and trace_plans.py's (exit 2 naming the value). With `--cluster BUILD_DIR`
 (label cluster, root): trace_plans.py records one plan of a hand-made run on a 2x2 cluster, with
-overlap and without (--mode serial), and trace_phases reads the trace. Exit 0 on success, 1 with the failed checks listed."""
+overlap and without (--mode serial), and trace_phases reads the trace. Exit 0 on success, 1 with
+the failed checks listed."""
 import contextlib
 import io
 import json
