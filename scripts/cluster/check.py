@@ -25,12 +25,12 @@ import sys
 # set there by main: typical_step reads it), check_report prints the tables.
 import check_args
 import check_stats
-from check_measure import CLUSTER, leave_through_finally_on_sigterm, measured_computing, program_failure, run_config, sh
+from check_measure import CLUSTER, leave_through_finally_on_sigterm, program_failure, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind, \
     update_seconds
 from check_report import print_tables
 from phase_compare import compare as compare_phases
-from check_stats import measured_compute, run_medians, slope, summarize, typical_step
+from check_stats import measured_compute, measured_computing, run_medians, slope, summarize, typical_step
 
 PREDICTION = {"overlap": "overlapped", "serial": "serial"}  # the planner's step per schedule (check_measure.MODES)
 

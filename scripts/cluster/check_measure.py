@@ -2,9 +2,7 @@
 (scripts/cluster.sh) and runs amsp-train under MPI for the compute model's calibration (its rate,
 its CPU contention points, the overhead calibration plans), measures the bandwidth profiles with
 amsp-profile, then runs every plan in each schedule, counting the bytes the node links carried
-(run_config: the record of one configuration that --out saves and --reanalyze reads). Also the
-readings of amsp-train's every-rank split that the analysis shares (median_compute,
-measured_computing)."""
+(run_config: the record of one configuration that --out saves and --reanalyze reads)."""
 import json
 import os
 import re
@@ -15,7 +13,8 @@ import sys
 import tempfile
 import time
 
-from check_stats import busy_share, median_profile, typical_step
+from check_stats import busy_share, measured_computing, median_compute, median_profile, median_update, \
+    typical_step
 from trace_calls import load as load_traces
 from trace_phases import rank_steps, rank_time
 
@@ -140,16 +139,6 @@ def traced_entry_skew(a, mesh, launcher, plans, steps=20):
     return skew
 
 
-def median_compute(steps, final):
-    """The compute measurement: the median over every rank and the timed steps (2 .. n − 1) of
-    amsp-train's step less its waits for communication, in seconds; rank 0's own records where the
-    final record has no every-rank split (saved runs before it)."""
-    ranks = final.get("ranks")
-    if not ranks:
-        return statistics.median(s["compute_ms"] for s in steps) / 1e3
-    return statistics.median(t - c for r in ranks for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1])) / 1e3
-
-
 def calibrate(a, mesh, launcher):
     """The compute model's measurement, by the example itself: ddp without overlap on the cluster,
     at the global batch of the runs and at 2x it. amsp-train's compute (the step without its
@@ -176,12 +165,6 @@ def calibrate(a, mesh, launcher):
     # The overheads' calibration plans run among the checked plans' runs (run_config).
     return {"points": points, "ddp_step": step, "update_s": median_update(full[1]),
             "contention": contention_points(a, mesh, launcher, *full)}
-
-
-def median_update(final):
-    """The optimizer update's seconds: the median over every rank and the timed steps (2 .. n − 1)
-    of amsp-train's update_ms (its step() call; all of the update without overlap)."""
-    return statistics.median(u for r in final["ranks"] for u in r["update_ms"][1:-1]) / 1e3
 
 
 def median_run(runs):
@@ -331,6 +314,7 @@ def run_config(a, mesh, rate):
     # (check.py's gather_stall) from SYNC_PLAN's (since 2026-12-05's nineteenth session).
     calibration_runs = {(CALL_PLAN, "serial"): [], (SYNC_PLAN[mesh], "serial"): [], (CALL_PLAN, "overlap"): [],
                         (SYNC_PLAN[mesh], "overlap"): []}
+    plan_records = {}  # "PLAN MODE": the runs of calibration_runs, records and final line kept
     for rep in range(a.repeats):
         steps = a.steps + 2 * rep  # different lengths: link bytes per step = slope over the repeats
         for mode in a.modes:
@@ -342,8 +326,9 @@ def run_config(a, mesh, rate):
                 print(f"  {mode:7s} {plan:9s} rep {rep}: median step "
                       f"{statistics.median(r['step_ms'] for r in records):.1f} ms", flush=True)
         for plan, mode in sorted(calibration_runs, reverse=rep % 2 == 1):
-            records, _ = train(a, mesh, plan, steps, ["--backend", "mpi"] + MODES[mode], launcher)
+            records, final = train(a, mesh, plan, steps, ["--backend", "mpi"] + MODES[mode], launcher)
             calibration_runs[plan, mode].append(statistics.median(r["step_ms"] for r in records) / 1e3)
+            plan_records.setdefault(f"{plan} {mode}", []).append({"steps": steps, "records": records, "final": final})
             print(f"  calibration {plan} {mode} rep {rep}: median step "
                   f"{1e3 * calibration_runs[plan, mode][-1]:.1f} ms", flush=True)
     for which, plan in (("call", CALL_PLAN), ("sync", SYNC_PLAN[mesh])):
@@ -352,6 +337,9 @@ def run_config(a, mesh, rate):
     calibration["call_plan_overlap_runs"] = calibration_runs[CALL_PLAN, "overlap"]
     calibration["sync_plan_overlap_runs"] = calibration_runs[SYNC_PLAN[mesh], "overlap"]
     calibration["plan_runs_interleaved"] = True  # saved runs before run l (2026-12-04): run first
+    # Their whole records as the checked plans' (compute, every rank's split; since 2026-12-06's
+    # twenty-eighth session, for a model of each plan's compute: docs/planner-check-floor.md).
+    calibration["plan_records"] = plan_records
     # The ranks' entry skew (check.py's entry_skew), traced after the timed runs (since 2026-12-06's
     # twenty-fourth session; docs/planner-check-entry-skew.md).
     calibration["entry_skew_traced"] = traced_entry_skew(a, mesh, launcher, [CALL_PLAN, SYNC_PLAN[mesh]])
@@ -391,12 +379,3 @@ def cpu_model():
     """The host's CPU model as /proc/cpuinfo names it (hosts differ: docs/planner-check-quiet-host.md)."""
     with open("/proc/cpuinfo") as f:
         return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
-
-
-def measured_computing(runs, n):
-    """From every rank's split (amsp-train's final "ranks"; saved runs before it have none: nan):
-    the ranks computing beside one rank, 1 + (n − 1)(1 − b), b the mean over ranks of the share of
-    the step spent waiting, steps 2 .. n − 1 as in the records. Compare with the model's k."""
-    shares = [c / t for run in runs for r in run["final"].get("ranks", [])
-              for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1]) if t > 0]
-    return 1 + (n - 1) * (1 - statistics.mean(shares)) if shares else float("nan")

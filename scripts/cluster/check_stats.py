@@ -2,8 +2,9 @@
 runs (typical_step, by STEP_ESTIMATOR, which check.py's main sets from --estimator), Spearman's
 rank correlation, a least-squares slope, one row per distinct plan, the three targets (summarize),
 the best fit of the overheads (--diagnose), the pairs the measurement can order and the bootstrap
-noise floor, the median of a profile's passes (median_profile) and how busy the host's CPUs were
-(busy_share). Arithmetic on rows of numbers only: no cluster, no planner, no printing."""
+noise floor, the median of a profile's passes (median_profile), how busy the host's CPUs were
+(busy_share), and the readings of amsp-train's every-rank split (median_compute, median_update,
+measured_computing). Arithmetic on rows of numbers only: no cluster, no planner, no printing."""
 import random
 import statistics
 
@@ -197,3 +198,28 @@ def busy_share(before, after):
     if total <= 0:
         raise ValueError("busy_share: no CPU time passed between the readings")
     return 1.0 - (delta[3] + delta[4]) / total
+
+
+def median_compute(steps, final):
+    """The compute measurement: the median over every rank and the timed steps (2 .. n − 1) of
+    amsp-train's step less its waits for communication, in seconds; rank 0's own records where the
+    final record has no every-rank split (saved runs before it)."""
+    ranks = final.get("ranks")
+    if not ranks:
+        return statistics.median(s["compute_ms"] for s in steps) / 1e3
+    return statistics.median(t - c for r in ranks for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1])) / 1e3
+
+
+def median_update(final):
+    """The optimizer update's seconds: the median over every rank and the timed steps (2 .. n − 1)
+    of amsp-train's update_ms (its step() call; all of the update without overlap)."""
+    return statistics.median(u for r in final["ranks"] for u in r["update_ms"][1:-1]) / 1e3
+
+
+def measured_computing(runs, n):
+    """From every rank's split (amsp-train's final "ranks"; saved runs before it have none: nan):
+    the ranks computing beside one rank, 1 + (n − 1)(1 − b), b the mean over ranks of the share of
+    the step spent waiting, steps 2 .. n − 1 as in the records. Compare with the model's k."""
+    shares = [c / t for run in runs for r in run["final"].get("ranks", [])
+              for t, c in zip(r["step_ms"][1:-1], r["comm_ms"][1:-1]) if t > 0]
+    return 1 + (n - 1) * (1 - statistics.mean(shares)) if shares else float("nan")

@@ -149,20 +149,20 @@ expect("contention not measured", check.contention_args(On(), config), [])
 # Computing ranks from every rank's waits: shares 0.25 and 0.75 (first and last step dropped),
 # mean 0.5, on 8 ranks: 1 + 7·0.5.
 runs = [{"final": {"ranks": [{"step_ms": [9, 100, 100, 9], "comm_ms": [9, 25, 75, 9]}]}}]
-expect("measured computing ranks", check_measure.measured_computing(runs, 8), 4.5, 1e-12)
-expect("no ranks: nan", str(check_measure.measured_computing([{"final": {}}], 8)), "nan")
+expect("measured computing ranks", check_stats.measured_computing(runs, 8), 4.5, 1e-12)
+expect("no ranks: nan", str(check_stats.measured_computing([{"final": {}}], 8)), "nan")
 
 # The compute measurement: every rank's step less its waits, steps 2 .. n − 1, median (of 25, 15,
 # 40, 30 ms: 27.5 ms); rank 0's records without the every-rank split.
 final = {"ranks": [{"step_ms": [1, 50, 40, 1], "comm_ms": [0, 25, 25, 0]},
                    {"step_ms": [1, 60, 70, 1], "comm_ms": [0, 20, 40, 0]}]}
-expect("median compute, every rank", check_measure.median_compute([], final), 0.0275, 1e-12)
-expect("median compute, rank 0", check_measure.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
+expect("median compute, every rank", check_stats.median_compute([], final), 0.0275, 1e-12)
+expect("median compute, rank 0", check_stats.median_compute([{"compute_ms": 10}, {"compute_ms": 30}], {}), 0.02, 1e-12)
 
 # The update's measurement: every rank's update_ms, steps 2 .. n − 1, median (of 0.3, 0.5, 0.2,
 # 1.0 ms: 0.4 ms; their mean is 0.5).
 final["ranks"][0]["update_ms"], final["ranks"][1]["update_ms"] = [9, 0.3, 0.5, 9], [9, 0.2, 1.0, 9]
-expect("median update", check_measure.median_update(final), 0.4e-3, 1e-15)
+expect("median update", check_stats.median_update(final), 0.4e-3, 1e-15)
 
 
 # The update reaches the planner per parameter of the model: the measurement (or --update-seconds)
