@@ -123,3 +123,76 @@ TEST_CASE("a bucket gathered twice without release") {
           (void)opt.gather(0);
         }) == "engine.gather_twice");
 }
+
+TEST_CASE("gradients or parameters handed with the wrong number of tensors") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {},
+                     {{"a", {{"w", {5}, amsp::dtype::fp32}, {"b", {3}, amsp::dtype::fp32}}}});
+          std::vector<float> g(5, 1.0f);  // "w" only: "b" is missing
+          opt.start_micro_batch(true);
+          const amsp::tensor_view v = amsp::view_of(std::span<const float>(g));
+          opt.reduce_gradients(0, std::span<const amsp::tensor_view>(&v, 1));
+        }) == "engine.tensor_count");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {},
+                     {{"a", {{"w", {5}, amsp::dtype::fp32}, {"b", {3}, amsp::dtype::fp32}}}});
+          std::vector<float> p(5, 0.0f);
+          const amsp::tensor_view v = amsp::view_of(std::span<float>(p));
+          opt.gather_into(0, std::span<const amsp::tensor_view>(&v, 1));
+        }) == "engine.tensor_count");
+}
+
+TEST_CASE("a micro-batch started, or the parameters refreshed, while a step is pending") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(true);
+          for (int b = 0; b < opt.bucket_count(); ++b) {
+            (void)opt.grad_buffer(b);
+            opt.reduce_gradients(b);
+          }
+          opt.start_micro_batch(false);  // step() was not called
+        }) == "engine.step_pending");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(false);
+          opt.refresh_params_from_master();
+        }) == "engine.step_pending");
+}
+
+TEST_CASE("reduce_gradients(b) without grad_buffer(b)") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero2", mesh), {}, amsp::test::odd_model());
+          opt.start_micro_batch(true);
+          opt.reduce_gradients(0);
+        }) == "engine.no_gradients");
+}
+
+TEST_CASE("a state index outside the rule's states") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          (void)opt.state_shard(0, amsp::optim::AdamW::state_count);
+        }) == "engine.unknown_state");
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          (void)opt.state_shard(0, -1);
+        }) == "engine.unknown_state");
+}
+
+TEST_CASE("a negative step count restored") {
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero1", mesh), {}, amsp::test::odd_model());
+          opt.set_steps(-1);
+        }) == "engine.step_count");
+}
+
+TEST_CASE("a host engine handed device tensors") {
+  // The views claim CUDA memory (their bytes are host memory, never read: the check comes first).
+  CHECK(rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          Engine opt(comm, mesh, amsp::preset("zero3", mesh), {}, {{"a", {{"w", {5}, amsp::dtype::fp32}}}});
+          std::vector<float> g(5, 1.0f);
+          amsp::tensor_view v = amsp::view_of(std::span<const float>(g));
+          v.space = amsp::memory_kind::cuda;
+          opt.start_micro_batch(true);
+          opt.reduce_gradients(0, std::span<const amsp::tensor_view>(&v, 1));
+        }) == "engine.memory_space");
+}
