@@ -1,11 +1,16 @@
 // The corruption table: each way a checkpoint can be damaged or mismatched is its own named error
-// on every rank, never a crash and never a silent load.
+// on every rank, never a crash and never a silent load. Then the misuse rules: bad options, a second
+// commit(), an export dtype, an operating-system refusal and a wrapped foreign failure.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
+#include <string>
 
+#include "amsp/io/async_save.hpp"
+#include "amsp/io/inspect.hpp"
 #include "amsp/optim/adam.hpp"
 #include "amsp/optim/sgd_momentum.hpp"
 #include "amsp/sharding.hpp"
@@ -181,4 +186,151 @@ TEST_CASE("save never replaces a directory that is not a checkpoint; a trailing 
   CHECK(fs::exists(scratch / "mine/notes.txt"));
   CHECK(load_rule(scratch / "slash") == "(loaded)");
   CHECK(!fs::exists(scratch / "slash/.tmp"));
+}
+
+TEST_CASE("max_piece_elements = 0 is ckpt.options on every rank, for save and save_async, before anything is written") {
+  const amsp::test::ScratchDir scratch;
+  std::string rules[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model());
+    const amsp::io::SaveOptions options{.max_piece_elements = 0};
+    try {
+      amsp::io::save(opt, comm, scratch / "c", {}, options);
+      rules[comm.rank()] = "(saved)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+    }
+    try {
+      amsp::io::save_async(opt, comm, scratch / "c", {}, options).commit();
+      rules[comm.rank()] += " (saved)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] += " " + e.rule();
+    }
+  });
+  CHECK(rules[0] == "ckpt.options ckpt.options");
+  CHECK(rules[1] == "ckpt.options ckpt.options");
+  CHECK(fs::is_empty(scratch.path()));  // no checkpoint, no temporary directory
+}
+
+TEST_CASE("a second commit() of an asynchronous save is ckpt.async_commit on every rank") {
+  const amsp::test::ScratchDir scratch;
+  std::string rules[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model());
+    amsp::test::set_initial_values(opt);
+    auto pending = amsp::io::save_async(opt, comm, scratch / "c");
+    pending.commit();
+    try {
+      pending.commit();
+      rules[comm.rank()] = "(committed twice)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+    }
+  });
+  CHECK(rules[0] == "ckpt.async_commit");
+  CHECK(rules[1] == "ckpt.async_commit");
+  CHECK(load_rule(scratch / "c") == "(loaded)");  // the first commit published it
+}
+
+TEST_CASE("export to a dtype other than fp32 or bf16 is ckpt.export_dtype and writes nothing") {
+  const amsp::test::ScratchDir scratch;
+  save_checkpoint(scratch / "c");
+  amsp::io::CheckpointReader reader(scratch / "c");
+  const std::string out = scratch / "params.safetensors";
+  const auto export_rule = [&](amsp::dtype type) -> std::string {
+    try {
+      amsp::io::export_parameters(reader, out, type);
+      return "(exported)";
+    } catch (const amsp::error& e) {
+      return e.rule();
+    }
+  };
+  CHECK(export_rule(amsp::dtype::fp16) == "ckpt.export_dtype");
+  CHECK(export_rule(amsp::dtype::fp64) == "ckpt.export_dtype");
+  CHECK(!fs::exists(out));
+  CHECK(!fs::exists(out + ".tmp"));
+  CHECK(export_rule(amsp::dtype::bf16) == "(exported)");
+  CHECK(fs::exists(out));
+}
+
+TEST_CASE("an operating-system refusal is ckpt.io naming the path; so is a checkpoint path that names no directory") {
+  const amsp::test::ScratchDir scratch;
+  save_checkpoint(scratch / "c");
+  std::ofstream(scratch / "plain") << "a regular file, not a directory";
+  amsp::io::CheckpointReader reader(scratch / "c");
+  const std::string out = scratch / "plain/params.safetensors";  // open() fails with ENOTDIR (also as root)
+  std::string rule, message;
+  try {
+    amsp::io::export_parameters(reader, out, amsp::dtype::fp32);
+    rule = "(exported)";
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+    message = e.what();
+  }
+  CHECK(rule == "ckpt.io");
+  CHECK(message.find(out + ".tmp") != std::string::npos);
+  std::string rules[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model());
+    for (const char* dir : {".", ""}) {
+      try {
+        amsp::io::save(opt, comm, dir);
+        rules[comm.rank()] += " (saved)";
+      } catch (const amsp::error& e) {
+        rules[comm.rank()] += " " + e.rule();
+      }
+    }
+  });
+  CHECK(rules[0] == " ckpt.io ckpt.io");
+  CHECK(rules[1] == " ckpt.io ckpt.io");
+}
+
+TEST_CASE("a directory the operating system cannot create is ckpt.io on every rank, naming the path") {
+  const amsp::test::ScratchDir scratch;
+  std::ofstream(scratch / "plain") << "a regular file, not a directory";
+  const std::string dir = scratch / "plain/ckpt";  // rank 0's std::filesystem::create_directories fails
+  std::string rules[2], messages[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
+                   amsp::test::odd_model());
+    try {
+      amsp::io::save(opt, comm, dir);
+      rules[comm.rank()] = "(saved)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+      messages[comm.rank()] = e.what();
+    }
+    try {
+      amsp::io::save_async(opt, comm, dir).commit();
+      rules[comm.rank()] += " (saved)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] += " " + e.rule();
+    }
+  });
+  CHECK(rules[0] == "ckpt.io ckpt.io");
+  CHECK(rules[1] == "ckpt.io ckpt.io");
+  CHECK(messages[0].find(scratch / "plain") != std::string::npos);  // rank 0: the system's reason and path
+  CHECK(messages[1].find("rank 0") != std::string::npos);           // rank 1: names the rank that failed
+}
+
+TEST_CASE("a failure that is not an amsp::error is ckpt.failed on every rank") {
+  std::string rules[2], messages[2];
+  amsp::comm::run_on_threads(2, [&](Threads& comm) {
+    try {
+      amsp::io::agree(comm, [&] {
+        if (comm.rank() == 1) throw std::runtime_error("out of something");
+      });
+      rules[comm.rank()] = "(agreed)";
+    } catch (const amsp::error& e) {
+      rules[comm.rank()] = e.rule();
+      messages[comm.rank()] = e.what();
+    }
+  });
+  CHECK(rules[0] == "ckpt.failed");
+  CHECK(rules[1] == "ckpt.failed");
+  CHECK(messages[1].find("out of something") != std::string::npos);  // rank 1: its own reason, wrapped
+  CHECK(messages[0].find("rank 1") != std::string::npos);            // rank 0: names the rank that failed
 }

@@ -172,8 +172,8 @@ inline void check_save_options(const SaveOptions& options) {
   check(options.max_piece_elements > 0, "ckpt.options", "SaveOptions::max_piece_elements must be > 0");
 }
 
-/// Rank 0, phase 1: a fresh temporary directory; leftovers of interrupted saves of `dir` removed.
-inline void begin_save(const std::string& dir, const std::string& id, const SaveOptions& options) {
+/// begin_save's work, whose std::filesystem failures begin_save reports as ckpt.io.
+inline void begin_save_directories(const std::string& dir, const std::string& id, const SaveOptions& options) {
   namespace fs = std::filesystem;
   const fs::path target(dir);
   if (fs::exists(target)) {
@@ -190,19 +190,26 @@ inline void begin_save(const std::string& dir, const std::string& id, const Save
   fs::create_directory(temporary_directory(target.string(), id));
 }
 
+/// Rank 0, phase 1: a fresh temporary directory; leftovers of interrupted saves of `dir` removed.
+inline void begin_save(const std::string& dir, const std::string& id, const SaveOptions& options) {
+  filesystem_calls([&] { begin_save_directories(dir, id, options); });
+}
+
 /// Rank 0, last phase: index, commit marker, atomic publication.
 inline void commit_save(Index index, const std::string& dir, const std::string& id, const SaveOptions& options) {
   const std::string tmp = temporary_directory(dir, id);
   merge_manifests(index, tmp, id);
   const std::string text = to_json_string(to_json(index), 1) + "\n";
   (void)parse_index(text);  // the index must read back: coverage, ranges (a bug here is caught before commit)
-  for (int r = 0; r < index.world_size; ++r) std::filesystem::remove(tmp + "/" + manifest_file_name(r));
+  filesystem_calls([&] {
+    for (int r = 0; r < index.world_size; ++r) std::filesystem::remove(tmp + "/" + manifest_file_name(r));
+  });
   write_file_synced(tmp + "/" + index_file_name, text, options.fsync);
   write_file_synced(tmp + "/" + commit_file_name, commit_marker_text({id, text.size(), crc32c(text)}), options.fsync);
   if (options.fsync) sync_directory(tmp);
   const bool replaced = publish_directory(tmp, dir);
   if (options.fsync) sync_directory(parent_directory(dir));
-  if (replaced) std::filesystem::remove_all(tmp);  // the previous checkpoint, swapped out
+  if (replaced) filesystem_calls([&] { std::filesystem::remove_all(tmp); });  // the previous checkpoint, swapped out
 }
 
 /// A fresh checkpoint id from rank 0, shared with every rank (52 random bits: exact in a double).

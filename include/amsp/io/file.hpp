@@ -26,6 +26,19 @@ namespace detail {
   if (err == ENOENT) fail("ckpt.missing_file", what, " '", path, "': ", std::strerror(err));
   fail("ckpt.io", what, " '", path, "': ", std::strerror(err));
 }
+
+/// Runs `f`, whose std::filesystem calls report the operating system's refusals as
+/// std::filesystem::filesystem_error: those become rule ckpt.io with their paths and reason, as
+/// File's own failures are (a std::filesystem error is no amsp::error, and agree would otherwise
+/// report it as ckpt.failed, "anything else").
+template <class F>
+decltype(auto) filesystem_calls(F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const std::filesystem::filesystem_error& e) {
+    fail("ckpt.io", e.what());
+  }
+}
 }  // namespace detail
 
 /// An open file descriptor, closed on destruction.

@@ -48,7 +48,7 @@ inline void export_parameters(CheckpointReader& reader, const std::string& out, 
   }
   file.sync();
   file.close();
-  std::filesystem::rename(tmp, out);
+  detail::filesystem_calls([&] { std::filesystem::rename(tmp, out); });
 }
 
 /// The largest difference of one row (master or a state) of one tensor between two checkpoints.
