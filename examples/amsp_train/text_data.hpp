@@ -11,10 +11,12 @@
 // 5 %). The split depends only on the text, not on file order or the seed, and a quotation is
 // never cut between the two sides.
 //
-// Batches: the global batch of step s is G windows of T + 1 bytes of the training stream, window
-// j starting at hash(seed, s, j) mod (length − T); rank r's micro-batch m under W ranks × M
-// micro-batches is windows [(r·M + m)·b, (r·M + m + 1)·b), b = G / (W·M). The union over ranks is
-// the same global batch for any W and M, so every plan and mesh trains on the same data.
+// Batches: the global batch of step s is G windows of T + 1 bytes of the training stream, window j
+// starting at hash(seed, s, j) mod (length − T − 1) (the last possible start is never drawn, a
+// harmless off-by-one kept so that every recorded loss curve stays comparable); rank r's
+// micro-batch m under W ranks × M micro-batches is windows [(r·M + m)·b, (r·M + m + 1)·b), b = G /
+// (W·M). The union over ranks is the same global batch for any W and M, so every plan and mesh
+// trains on the same data.
 
 #include <cstddef>
 #include <cstdint>

@@ -18,7 +18,7 @@ using amsp::Mesh;
 using amsp::Plan;
 
 namespace {
-// The rules of PAPER.md §2 plus our nesting rule, restated here independently of plan_rules.hpp,
+// The AMSP paper's plan rules plus our nesting rule, restated here independently of plan_rules.hpp,
 // in the order the library documents. Returns the rule id of the first violation, "" if valid
 // (a string_view: this runs for millions of triples, and most ids are too long for SSO).
 std::string_view first_broken_rule(const Plan& plan, const Mesh& mesh, bool paper) {

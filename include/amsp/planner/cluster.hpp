@@ -3,7 +3,7 @@
 // α–β link figures of the analytic fallback, and optionally a measured bandwidth profile; plus the
 // built-in description of the paper's testbed.
 //
-// The paper's testbed (PAPER.md §6; arXiv 2311.00257 §6.1): 128 nodes × 8 NVIDIA A800-SXM4-80GB,
+// The paper's testbed (arXiv 2311.00257 §6.1): 128 nodes × 8 NVIDIA A800-SXM4-80GB,
 // NVLink inside a node, 4 × HDR InfiniBand (200 Gb/s each) per node, no SHARP. Figures we use and
 // where they come from:
 //   - bf16 dense peak 312 TFLOP/s and HBM2e 2.039 TB/s: NVIDIA's A100 80GB SXM datasheet (the A800

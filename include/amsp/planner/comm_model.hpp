@@ -19,7 +19,7 @@
 //   param_spread    s_os > s_p, after the update: each unit's P-shard slice back to the s_os/s_p
 //                   ranks sharing the P shard (spread), by AllGather (even split) or Broadcast
 //                   (whole tensor)
-// CommMode::paper -- the paper's §4 formulas (PAPER.md §4), with profiled or analytic t():
+// CommMode::paper -- the AMSP paper's formulas (arXiv 2311.00257), with profiled or analytic t():
 //   T_p   = M·Σ_i [2·t(AG, 2Φ_i, s_p) + t(RS, 2Φ_i, s_p)]
 //   T_g   = (M−1)·(2Φ/(U·s_p))·t(AR, U, s_g/s_p)
 //   T_os0 = (2Φ/(U·s_p))·t(AR, U, s_dp/s_p)

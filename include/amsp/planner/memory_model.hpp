@@ -1,7 +1,7 @@
 #pragma once
-// Memory per rank of a plan (PAPER.md §3): model states 2Φ/s_p + 2Φ/s_g + 12Φ/s_os (bf16
-// parameters and gradients, fp32 master weights + Adam m and v), activations (workload.hpp), the
-// engine's communication buffers, and the cluster's reserve.
+// Memory per rank of a plan (the AMSP paper, arXiv 2311.00257): model states 2Φ/s_p + 2Φ/s_g +
+// 12Φ/s_os (bf16 parameters and gradients, fp32 master weights + Adam m and v), activations
+// (workload.hpp), the engine's communication buffers, and the cluster's reserve.
 //
 // Buffer model (the paper gives none; this is what the engine's schedule needs at its peak):
 //   - gathered parameters, when s_p > 1: the layer being computed and the prefetched next one,

@@ -10,8 +10,8 @@
 //     T = M·c + Σ terms + update,
 // less the backward compute that hides behind a backward gather's stagger where the ranks end it
 // one after another (gather_stagger.hpp; StepCompute::stagger, empty unless measured).
-// With overlap (PAPER.md §5) communication runs beside compute, but only inside the window it
-// belongs to (comm_model.hpp's Window): the spread of the previous update beside the first
+// With overlap (the AMSP paper's executor) communication runs beside compute, but only inside the
+// window it belongs to (comm_model.hpp's Window): the spread of the previous update beside the first
 // micro-batch's forward, the last-micro-batch gradient reduction beside its backward, and the
 // per-micro-batch traffic spread evenly over all compute. The step is cut into three windows --
 // first forward, the middle, last backward -- each lasting max(its compute, its communication),

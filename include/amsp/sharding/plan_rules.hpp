@@ -1,6 +1,6 @@
 #pragma once
-// The one definition of plan validity (PAPER.md §2 plus the nesting rule our groups need), and
-// the enumeration of every valid plan on a mesh.
+// The one definition of plan validity (the AMSP paper's rules, arXiv 2311.00257, plus the nesting
+// rule our groups need), and the enumeration of every valid plan on a mesh.
 //
 // Rules, checked in this order; each violation is its own amsp::error rule id:
 //   plan.positive      every factor dimension is at least 1
