@@ -10,6 +10,9 @@
 #include "collective_checks.hpp"
 #include "report.hpp"
 
+#include <climits>
+#include <string>
+
 namespace {
 using namespace amsp;
 using comm::MpiCommunicator;
@@ -119,6 +122,48 @@ TEST_CASE("mpi: mismatched calls and unfit group sets throw on every rank") {
   const GroupSet whole = factor_groups(line, Factor{world.size(), 1});
   const GroupSet singles = factor_groups(line, Factor{1, 1});
   CHECK(rule_thrown([&] { (void)world.split(world.rank() == 0 ? singles : whole); }) == "comm.split_mismatch");
+}
+
+TEST_CASE("mpi: counts beyond MPI's int counts throw on every rank before any data moves") {
+  MpiCommunicator world = MpiCommunicator::world();
+  // The check comes before any buffer is read or written: one float stands in for 2^31 of them.
+  float x = 1.0f;
+  const std::size_t too_many = static_cast<std::size_t>(INT_MAX) + 1;
+  CHECK(rule_thrown([&] { world.all_reduce(&x, &x, too_many); }) == "comm.count_range");
+  CHECK(test::message_thrown([&] { world.broadcast(&x, &x, too_many, 0); }).find("broadcast count of 2147483648") !=
+        std::string::npos);
+  // Each rank's share fits an int, the gathered buffer of size() shares does not.
+  const std::size_t share = static_cast<std::size_t>(INT_MAX) / static_cast<std::size_t>(world.size()) + 1;
+  const std::string gathered = test::message_thrown([&] { world.all_gather(&x, &x, share); });
+  CHECK(gathered.find("[rule comm.count_range]") != std::string::npos);
+  if (world.size() > 1) CHECK(gathered.find("all_gather receive buffer") != std::string::npos);
+  // Still usable afterwards: every rank stopped at the same point.
+  world.all_reduce(&x, &x, 1);
+  CHECK(x == static_cast<float>(world.size()));
+}
+
+TEST_CASE("mpi: a session asking for more thread support than MPI gives is refused") {
+  // main's session asked for MPI_THREAD_FUNNELED, and Open MPI provides the level asked for. An
+  // MPI that always provides MPI_THREAD_MULTIPLE cannot refuse a second session: nothing to test.
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) {
+    MESSAGE("this MPI provides MPI_THREAD_MULTIPLE to every session: comm.mpi_thread_level unreachable");
+    return;
+  }
+  int argc = 0;
+  char** argv = nullptr;
+  const auto again = [&] { comm::MpiSession session(argc, argv, MPI_THREAD_MULTIPLE); };
+  CHECK(rule_thrown(again) == "comm.mpi_thread_level");
+  const std::string message = test::message_thrown(again);
+  CHECK(message.find("thread level " + std::to_string(provided) + ", below the " +
+                     std::to_string(MPI_THREAD_MULTIPLE) + " asked for") != std::string::npos);
+  // MPI stays initialised: the refused session did not finalise it.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  CHECK(initialized == 1);
+  CHECK(finalized == 0);
 }
 
 int main(int argc, char** argv) {

@@ -64,6 +64,13 @@ TEST_CASE("bytes_sent_per_rank: nccl-tests ring volumes, exact") {
   CHECK(test::rule_thrown([] { (void)ByteVolume::fraction(1, 0); }) == "comm.byte_volume");
 }
 
+TEST_CASE("parse_op_kind: reads what name_of prints, and names an unknown collective") {
+  for (op_kind kind : comm::all_op_kinds) CHECK(comm::parse_op_kind(comm::name_of(kind)) == kind);
+  CHECK(test::rule_thrown([] { (void)comm::parse_op_kind("allgather"); }) == "comm.op_parse");
+  CHECK(test::message_thrown([] { (void)comm::parse_op_kind("allgather"); }).find("'allgather'") != std::string::npos);
+  CHECK(test::rule_thrown([] { (void)comm::parse_op_kind(""); }) == "comm.op_parse");
+}
+
 TEST_CASE("CountingCommunicator: bytes per kind, group and locality on a 4x2 mesh") {
   const Mesh mesh(4, 2);
   auto counter = std::make_shared<comm::TrafficCounter>(mesh);
@@ -138,6 +145,14 @@ TEST_CASE("CountingCommunicator: results are the wrapped backend's, and the mesh
     if (inner.rank() == 0 || r.empty()) rule = r;  // both ranks fail the same way
   });
   CHECK(rule == "mesh.world_size");
+}
+
+TEST_CASE("CountingCommunicator: a null counter is refused") {
+  std::string rule;
+  comm::run_on_threads(1, [&](comm::ThreadsCommunicator& inner) {
+    rule = test::rule_thrown([&] { Counting w(std::move(inner), std::shared_ptr<comm::TrafficCounter>()); });
+  });
+  CHECK(rule == "comm.counter");
 }
 
 TEST_CASE("CountingCommunicator: order_after_stream reaches the wrapped communicator where it has one") {

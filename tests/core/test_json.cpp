@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "amsp/core/json.hpp"
@@ -52,6 +53,13 @@ TEST_CASE("json: integers keep all 64 bits, larger ones become doubles") {
   const Json big = parse_json("18446744073709551616");  // 2^64
   CHECK(!big.is_integer());
   CHECK(big.as_number() == 18446744073709551616.0);
+}
+
+TEST_CASE("json: an unsigned integer above int64's range is refused, not wrapped") {
+  CHECK(Json(std::uint64_t{INT64_MAX}).as_int() == INT64_MAX);
+  const std::uint64_t too_big = std::uint64_t{INT64_MAX} + 1;
+  CHECK_THROWS_WITH_AS((void)Json(too_big), doctest::Contains("[rule json.range]"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)Json(too_big), doctest::Contains("integer 9223372036854775808"), amsp::error);
 }
 
 TEST_CASE("json: write then read gives the same value") {

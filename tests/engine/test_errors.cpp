@@ -196,3 +196,12 @@ TEST_CASE("a host engine handed device tensors") {
           opt.reduce_gradients(0, std::span<const amsp::tensor_view>(&v, 1));
         }) == "engine.memory_space");
 }
+
+TEST_CASE("an unknown optimizer-state layout name") {
+  CHECK(amsp::parse_os_layout("even_split") == amsp::OsLayout::even_split);
+  CHECK(amsp::parse_os_layout("whole_tensor") == amsp::OsLayout::whole_tensor);
+  CHECK(amsp::parse_os_layout(amsp::name_of(amsp::OsLayout::whole_tensor)) == amsp::OsLayout::whole_tensor);
+  CHECK_THROWS_WITH_AS((void)amsp::parse_os_layout("evensplit"), doctest::Contains("[rule engine.os_layout]"),
+                       amsp::error);
+  CHECK_THROWS_WITH_AS((void)amsp::parse_os_layout("evensplit"), doctest::Contains("'evensplit'"), amsp::error);
+}

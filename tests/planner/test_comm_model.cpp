@@ -83,6 +83,26 @@ TEST_CASE("comm model: keeping gathered weights halves the gathers; whole-tensor
                        doctest::Contains("planner.os_layout"), amsp::error);
 }
 
+TEST_CASE("comm model: a bucket or wire element size that is not positive is refused") {
+  const PlanGroups groups(mesh, Plan{});
+  ScheduleOptions no_bucket;
+  no_bucket.bucket_bytes = 0;
+  CHECK_THROWS_WITH_AS((void)comm_terms(groups, toy, 1, no_bucket), doctest::Contains("[rule planner.schedule]"),
+                       amsp::error);
+  CHECK_THROWS_WITH_AS((void)comm_terms(groups, toy, 1, no_bucket), doctest::Contains("got bucket 0 bytes"),
+                       amsp::error);
+  ScheduleOptions negative_grads;
+  negative_grads.grad_wire_bytes = -4;
+  CHECK_THROWS_WITH_AS((void)expected_traffic(Plan{}, mesh, toy, 1, negative_grads),
+                       doctest::Contains("[rule planner.schedule]"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)expected_traffic(Plan{}, mesh, toy, 1, negative_grads),
+                       doctest::Contains("grads -4 bytes"), amsp::error);
+  ScheduleOptions no_params;
+  no_params.param_wire_bytes = 0;
+  CHECK_THROWS_WITH_AS((void)comm_terms(groups, toy, 1, no_params), doctest::Contains("[rule planner.schedule]"),
+                       amsp::error);
+}
+
 TEST_CASE("comm model: one call per unit, units of equal size merged") {
   const std::vector<Module> units{{"x", 0, 100}, {"y", 1, 100}, {"z", 2, 300}};
   const PlanGroups groups(mesh, Plan{});

@@ -147,6 +147,27 @@ TEST_CASE("AMSP_CHECK_COLLECTIVES: 1 on, 0 or unset off, anything else named") {
   ::unsetenv("AMSP_CHECK_COLLECTIVES");
 }
 
+TEST_CASE("AMSP_CHECK_COLLECTIVES: a value other than 0 or 1 is rule comm.check_collectives_env, also in the engine") {
+  ::setenv("AMSP_CHECK_COLLECTIVES", "true", 1);
+  std::string rule, message;
+  try {
+    (void)amsp::comm::collective_checks_requested();
+  } catch (const amsp::error& e) {
+    rule = e.rule();
+    message = e.what();
+  }
+  CHECK(rule == "comm.check_collectives_env");
+  CHECK(message.find("'true'") != std::string::npos);
+  // The engine reads it when it is built (check_collectives off): every rank refuses to start.
+  const amsp::Mesh mesh(2, 1);
+  const RankOutcomes out = outcomes_on_threads(2, [&](ThreadsCommunicator& comm) {
+    return amsp::test::mismatch_job(comm, mesh, amsp::preset("ddp", mesh), Fault::none, 1, false);
+  });
+  CHECK(out.rules[0] == "comm.check_collectives_env");
+  CHECK(out.rules[1] == "comm.check_collectives_env");
+  ::unsetenv("AMSP_CHECK_COLLECTIVES");
+}
+
 TEST_CASE("without the check, two same-size buckets in a different order give a wrong norm silently") {
   // The reported bug, reproduced: no error, and the ranks do not even agree on the norm.
   const amsp::Mesh mesh(2, 2);
