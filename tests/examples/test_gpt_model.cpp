@@ -114,3 +114,23 @@ TEST_CASE("GPT: initial weights are a pure function of the seed; bad configurati
   CHECK_THROWS_WITH_AS(gpt_buckets(GptConfig{.context = 4, .width = 10, .heads = 4, .layers = 1}),
                        doctest::Contains("rule model.heads"), amsp::error);
 }
+
+TEST_CASE("GPT: a batch of no sequences, a backward without targets, a missing tensor and a short buffer are errors") {
+  Gpt<double> model(tiny);
+  const std::vector<std::vector<double>> params = random_params(model);
+  std::vector<std::vector<double>> grads;
+  std::vector<double*> grad_ptrs;
+  for (const auto& p : params) grads.emplace_back(p.size());
+  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  CHECK_THROWS_WITH_AS(model.forward(pointers(params), tokens.data(), targets.data(), 0),
+                       doctest::Contains("rule model.batch"), amsp::error);
+  model.forward(pointers(params), tokens.data(), nullptr, 2);  // inference: probabilities only
+  CHECK_THROWS_WITH_AS(model.backward(pointers(params), grad_ptrs), doctest::Contains("rule model.no_targets"),
+                       amsp::error);
+  const ParamBucket& block = model.buckets()[1];
+  CHECK(block.offset("ln1.b") == 8);
+  CHECK_THROWS_WITH_AS((void)block.offset("attn.nope"), doctest::Contains("rule model.tensor"), amsp::error);
+  std::vector<float> short_buffer(block.numel - 1);
+  CHECK_THROWS_WITH_AS(init_bucket(block, 5, 1, std::span(short_buffer)), doctest::Contains("rule model.bucket_size"),
+                       amsp::error);
+}

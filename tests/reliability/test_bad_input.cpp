@@ -95,6 +95,33 @@ struct BadFiles {
   ~BadFiles() { std::filesystem::remove_all(dir); }
 };
 
+/// Fortune directories for amsp-train's --fortune-dir, holding the files it reads (text_data.hpp):
+/// `good` has 200 short quotations in its first file (about 10 go to validation, about 200 bytes),
+/// `empty` only empty files.
+struct FortuneDirs {
+  std::filesystem::path good, empty;
+  explicit FortuneDirs(const std::filesystem::path& dir) : good(dir / "fortunes"), empty(dir / "fortunes_empty") {
+    for (const std::filesystem::path& d : {good, empty}) {
+      std::filesystem::create_directories(d);
+      for (const char* name : {"cookie", "definitions", "education", "food", "humorists", "kids", "law", "literature",
+                               "love", "medicine", "miscellaneous", "people", "platitudes", "politics", "science",
+                               "sports", "wisdom", "work"})
+        std::ofstream(d / name).flush();
+    }
+    std::ofstream cookie(good / "cookie");
+    for (int i = 0; i < 200; ++i) cookie << "Quotation number " << i << ".\n%\n";
+  }
+};
+
+/// amsp-train's arguments for a tiny run on one rank reading `fortune_dir`, then `more`.
+std::vector<std::string> tiny_run(const std::filesystem::path& fortune_dir, const std::vector<std::string>& more) {
+  std::vector<std::string> args{"--fortune-dir", fortune_dir.string(), "--mesh", "1x1", "--plan", "ddp", "--width",
+                                "8", "--heads", "1", "--layers", "1", "--global-batch", "1", "--steps", "1",
+                                "--eval-windows", "1", "--sample-bytes", "0", "--quiet"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 std::vector<Row> missing_values(const std::vector<std::string>& options) {
   std::vector<Row> rows;
   for (const std::string& o : options) rows.push_back({{o}, {o}});
@@ -154,6 +181,8 @@ TEST_CASE("amsp-plan: every bad input exits 2 naming the option and the rule") {
 }
 
 TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule") {
+  const BadFiles files;
+  const std::string under_file = files.empty + "/profile.json";  // a path under a regular file: root cannot write it
   std::vector<Row> rows = missing_values({"--backend", "--mesh", "--out", "--ops", "--groups", "--sizes", "--plans",
                                           "--max-iterations", "--gap-us"});
   const std::vector<Row> table{
@@ -175,6 +204,8 @@ TEST_CASE("amsp-profile: every bad input exits 2 naming the option and the rule"
       {{"--gap-us", "-1"}, {"--gap-us"}},
       {{"--gap-us", "soon"}, {"--gap-us", "soon"}},
       {{"--mpi-check-calls", "maybe"}, {"--mpi-check-calls", "maybe"}},
+      {{"--mesh", "2x1", "--ops", "broadcast", "--sizes", "1024", "--max-iterations", "2", "--out", under_file},
+       {under_file, "profile.write"}},
   };
   rows.insert(rows.end(), table.begin(), table.end());
   check_rows("AMSP_PROFILE", rows);
@@ -228,5 +259,36 @@ TEST_CASE("amsp-train: every bad input exits 2 naming the option and the rule") 
       {{"--seed", "99999999999999999999999"}, {"--seed"}},
   };
   rows.insert(rows.end(), table.begin(), table.end());
+  check_rows("AMSP_TRAIN", rows);
+}
+
+TEST_CASE("amsp-train: bad data, output paths and run settings exit 2 naming the rule") {
+  const char* program = std::getenv("AMSP_TRAIN");
+  if (program == nullptr || *program == '\0') {
+    MESSAGE("AMSP_TRAIN is not set: amsp-train is not built here; its rows are skipped");
+    return;
+  }
+  const BadFiles files;
+  const FortuneDirs fortunes(files.dir);
+  const std::string log_path = files.empty + "/log.jsonl";  // a path under a regular file: root cannot write it
+  const std::string checkpoint = (files.dir / "train_checkpoint").string();
+  // A checkpoint after step 1, for --resume with nothing left to train.
+  const Outcome saved = run(program, tiny_run(fortunes.good, {"--checkpoint-dir", checkpoint}));
+  CAPTURE(saved.output);
+  REQUIRE(saved.status == 0);
+  std::vector<Row> rows{
+      {{"--fortune-dir", files.missing}, {files.missing, "data.missing_file"}},
+      {tiny_run(fortunes.empty, {}), {"training text (0 bytes)", "data.too_short"}},
+      {tiny_run(fortunes.good, {"--context", "1000"}), {"validation text", "data.too_short"}},
+      {tiny_run(fortunes.good, {"--log-json", log_path}), {"--log-json", log_path, "cli.log_json"}},
+      {tiny_run(fortunes.good, {"--compute-turns", "3"}), {"--compute-turns 3", "cli.compute_turns"}},
+      {tiny_run(fortunes.good, {"--resume", checkpoint}), {checkpoint, "--steps 1", "example.resume"}},
+  };
+  // --backend mpi where amsp-train was built without MPI (AMSP_TRAIN_MPI, set by CMake).
+  const char* mpi = std::getenv("AMSP_TRAIN_MPI");
+  if (mpi != nullptr && std::string(mpi) == "0")
+    rows.push_back({tiny_run(fortunes.good, {"--backend", "mpi"}), {"--backend mpi", "cli.backend"}});
+  else
+    MESSAGE("amsp-train has MPI (AMSP_TRAIN_MPI is not 0): the row of --backend mpi without MPI is skipped");
   check_rows("AMSP_TRAIN", rows);
 }
