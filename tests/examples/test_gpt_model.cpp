@@ -36,16 +36,28 @@ std::vector<const T*> pointers(const std::vector<std::vector<T>>& v) {
   return p;
 }
 
+/// Gradient buffers shaped like `params`, filled with `fill`, and the pointers backward() takes.
+struct GradientBuffers {
+  std::vector<std::vector<double>> values;
+  std::vector<double*> pointers;
+};
+
+GradientBuffers gradient_buffers(const std::vector<std::vector<double>>& params, double fill) {
+  GradientBuffers g;
+  for (const auto& p : params) g.values.emplace_back(p.size(), fill);
+  for (auto& v : g.values) g.pointers.push_back(v.data());
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("GPT: every parameter's gradient matches float64 finite differences") {
   Gpt<double> model(tiny);
   std::vector<std::vector<double>> params = random_params(model);
   const auto loss = [&] { return model.forward(pointers(params), tokens.data(), targets.data(), 2); };
-  std::vector<std::vector<double>> grads;
-  std::vector<double*> grad_ptrs;
-  for (const auto& p : params) grads.emplace_back(p.size(), 7.0);  // backward must overwrite, not add
-  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  GradientBuffers g = gradient_buffers(params, 7.0);  // backward must overwrite, not add
+  std::vector<std::vector<double>>& grads = g.values;
+  const std::vector<double*>& grad_ptrs = g.pointers;
   loss();
   model.backward(pointers(params), grad_ptrs);
   for (std::size_t b = 0; b < params.size(); ++b) {
@@ -57,10 +69,8 @@ TEST_CASE("GPT: every parameter's gradient matches float64 finite differences") 
 TEST_CASE("GPT: bucket hooks come in the order the sharded trainer relies on") {
   Gpt<double> model(tiny);
   const std::vector<std::vector<double>> params = random_params(model);
-  std::vector<std::vector<double>> grads;
-  std::vector<double*> grad_ptrs;
-  for (const auto& p : params) grads.emplace_back(p.size());
-  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  GradientBuffers g = gradient_buffers(params, 0.0);
+  const std::vector<double*>& grad_ptrs = g.pointers;
   std::vector<int> events;  // +b: before_bucket(b), -(b+1)·100: on_gradient(b)
   model.forward(pointers(params), tokens.data(), targets.data(), 2, [&](std::size_t b) { events.push_back(int(b)); });
   CHECK(events == std::vector<int>{0, 1, 2, 3});
@@ -118,10 +128,8 @@ TEST_CASE("GPT: initial weights are a pure function of the seed; bad configurati
 TEST_CASE("GPT: a batch of no sequences, a backward without targets, a missing tensor and a short buffer are errors") {
   Gpt<double> model(tiny);
   const std::vector<std::vector<double>> params = random_params(model);
-  std::vector<std::vector<double>> grads;
-  std::vector<double*> grad_ptrs;
-  for (const auto& p : params) grads.emplace_back(p.size());
-  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  GradientBuffers g = gradient_buffers(params, 0.0);
+  const std::vector<double*>& grad_ptrs = g.pointers;
   CHECK_THROWS_WITH_AS(model.forward(pointers(params), tokens.data(), targets.data(), 0),
                        doctest::Contains("rule model.batch"), amsp::error);
   model.forward(pointers(params), tokens.data(), nullptr, 2);  // inference: probabilities only
