@@ -133,3 +133,14 @@ TEST_CASE("cli_args: guarded_main turns errors into exit status 2 (1 for the une
   CHECK(cli::guarded_main("demo", err, []() -> int { throw std::runtime_error("boom"); }) == 1);
   CHECK(err.str() == "demo: internal error: boom\n");
 }
+
+TEST_CASE("cli_args: a program declaring an option twice or misspelled is an amsp::error (cli.declare)") {
+  // A fault of the program, not of its user: amsp::error, not usage_error (exit status 1, not 2).
+  cli::Args args = demo({});
+  (void)args.integer("--steps", "N", "steps", 200, cli::at_least(1));
+  CHECK_THROWS_WITH_AS((void)args.integer("--steps", "N", "again", 200, cli::at_least(1)),
+                       doctest::Contains("option --steps declared twice [rule cli.declare]"), amsp::error);
+  CHECK_THROWS_WITH_AS((void)args.flag("steps", "no dashes"), doctest::Contains("must read --name [rule cli.declare]"),
+                       amsp::error);
+  CHECK_THROWS_WITH_AS((void)args.flag("--help", "reserved"), doctest::Contains("[rule cli.declare]"), amsp::error);
+}
