@@ -8,7 +8,8 @@ backward of bucket 0, and when the next step starts; then each rank's device tim
 how long after the first rank the last one enters, and per rank (mean) the device time, the main
 thread's waits and the host time that is neither (amsp-train's own math on the host, issuing
 calls, being descheduled). A third line splits those waits by kind (the gather of bucket 0, where
-a step starts, apart from the later gathers).
+a step starts, apart from the later gathers), a fourth the device time by compute segment (the
+forward or backward of one bucket).
 With --per-rank it prints instead how each rank's step starts: when its optimizer step's wait
 ends, when it enters the step, when its streams issue each call from then to the end of its
 forward (a spread issues each call once the one before completed on that rank, so the next issue
@@ -107,6 +108,28 @@ def wait_kinds(ranks, steps, skip):
     return {kind: statistics.median(t.get(kind, 0.0) for t in per_step) / 1e3 for kind in kinds}
 
 
+def segment_times(ranks, steps, skip):
+    """{(pass, bucket): median over steps skip.. of the device time of that compute segment in a
+    rank's own step (mean over ranks), ms}, in the order a step runs them (forward by bucket, then
+    backward from the last bucket): which segment a plan's longer compute lies in
+    (docs/planner-check-floor.md, "Run ao")."""
+    n = min(len(s) for s in steps)
+    device = [[e for e in events if e.get("cat") == "device"] for events in ranks]
+    per_step = []
+    for k in range(skip, n):
+        totals = {}
+        for s, events in zip(steps, device):
+            t0, t1 = s[k][0], s[k][1]
+            for e in events:
+                if t0 <= e["ts"] < t1:
+                    key = (e["name"], e["args"]["bucket"])
+                    totals[key] = totals.get(key, 0.0) + e["dur"] / len(ranks)
+        per_step.append(totals)
+    keys = sorted({key for totals in per_step for key in totals},
+                  key=lambda key: (key[0] != "forward", key[1] if key[0] == "forward" else -key[1]))
+    return {key: statistics.median(t.get(key, 0.0) for t in per_step) / 1e3 for key in keys}
+
+
 def rank_starts(events, steps):
     """How each of a rank's steps starts, from its events and rank_steps: per step a {label: trace
     time, us} of `step wait ends` (its last `step` wait before its entry), `enters`, `thread T
@@ -185,6 +208,10 @@ def main():
     kinds = wait_kinds(ranks, steps, a.skip)
     print(f"{a.prefix}: main-thread waits per rank: " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items()
                                                                     if ms >= 0.005) + f" (ms, medians over {n} steps)")
+    segments = segment_times(ranks, steps, a.skip)
+    print(f"{a.prefix}: device time per segment: " + ", ".join(f"{name} {bucket} {ms:.2f}"
+                                                              for (name, bucket), ms in segments.items()) +
+          f" (ms, mean over ranks, medians over {n} steps)")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/cluster/trace_phases.py on a hand-made two-rank trace of three steps, against
-hand-computed medians; --per-rank on another, against the hand-computed start of each rank's
+hand-computed medians (the device time of each segment too); --per-rank on another, against the hand-computed start of each rank's
 step; and bad input (no traces, --skip past the steps, a negative --skip, --per-rank without
 `step` waits) exiting 2. Exit 0 on success, 1 with the failed checks listed."""
 import json
@@ -69,7 +69,9 @@ with tempfile.TemporaryDirectory() as d:
     for text in ("first forward starts 15.00", "forward ends 35.00", "backward ends 85.00", "next step 100.00",
                  "device time per rank 50.00", "medians over 3 steps", "last rank enters 5.00 after the first",
                  "step 100.00, device 50.00, waits 3.00, other host time 47.00",
-                 "main-thread waits per rank: first gather 2.00, synchronize 1.00 (ms"):
+                 "main-thread waits per rank: first gather 2.00, synchronize 1.00 (ms",
+                 # Per segment, mean over the ranks: backward 0 (20 + 30) / 2 = 25, in step 1 (60 + 30) / 2.
+                 "device time per segment: forward 0 5.00, forward 1 10.00, backward 1 10.00, backward 0 25.00"):
         expect(f"prints {text!r}", text in out, True)
     code, out = run(prefix)  # --skip 2 by default: step 2 alone (rank 0 not slow there)
     expect("default skip", "medians over 1 steps" in out and "backward ends 85.00" in out, True)
