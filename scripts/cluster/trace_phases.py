@@ -86,26 +86,32 @@ def rank_time(steps, skip):
     return [statistics.median(r[i] for r in out) / 1e3 for i in range(5)]
 
 
+def median_totals(events_of_ranks, steps, skip, key_of, order=sorted):
+    """{key: median over steps skip.. of the durations of the events of a rank's own step with that
+    key_of(event), mean over ranks, ms}, keys in `order`: the events of each rank (a list per rank)
+    and its rank_steps."""
+    per_step = []
+    for k in range(skip, min(len(s) for s in steps)):
+        totals = {}
+        for s, events in zip(steps, events_of_ranks):
+            t0, t1 = s[k][0], s[k][1]
+            for e in events:
+                if t0 <= e["ts"] < t1:
+                    key = key_of(e)
+                    totals[key] = totals.get(key, 0.0) + e["dur"] / len(events_of_ranks)
+        per_step.append(totals)
+    keys = order({key for totals in per_step for key in totals})
+    return {key: statistics.median(t.get(key, 0.0) for t in per_step) / 1e3 for key in keys}
+
+
 def wait_kinds(ranks, steps, skip):
     """{kind: median over steps skip.. of the main thread's waits of that kind in a rank's own step
     (mean over ranks), ms}, from the ranks' events and rank_steps: each wait by its name, the gather
     of bucket 0 (the step's start: the update and spread of the first bucket, or its gather) apart
     as `first gather`."""
-    n = min(len(s) for s in steps)
-    waits = [main_thread_waits(events) for events in ranks]
-    per_step = []
-    for k in range(skip, n):
-        totals = {}
-        for s, rank_waits in zip(steps, waits):
-            t0, t1 = s[k][0], s[k][1]
-            for e in rank_waits:
-                if t0 <= e["ts"] < t1:
-                    first = e["name"] == "gather" and e.get("args", {}).get("bucket") == 0
-                    kind = "first gather" if first else e["name"]
-                    totals[kind] = totals.get(kind, 0.0) + e["dur"] / len(ranks)
-        per_step.append(totals)
-    kinds = sorted({kind for totals in per_step for kind in totals})
-    return {kind: statistics.median(t.get(kind, 0.0) for t in per_step) / 1e3 for kind in kinds}
+    def kind(e):
+        return "first gather" if e["name"] == "gather" and e.get("args", {}).get("bucket") == 0 else e["name"]
+    return median_totals([main_thread_waits(events) for events in ranks], steps, skip, kind)
 
 
 def segment_times(ranks, steps, skip):
@@ -113,21 +119,10 @@ def segment_times(ranks, steps, skip):
     rank's own step (mean over ranks), ms}, in the order a step runs them (forward by bucket, then
     backward from the last bucket): which segment a plan's longer compute lies in
     (docs/planner-check-floor.md, "Run ao")."""
-    n = min(len(s) for s in steps)
-    device = [[e for e in events if e.get("cat") == "device"] for events in ranks]
-    per_step = []
-    for k in range(skip, n):
-        totals = {}
-        for s, events in zip(steps, device):
-            t0, t1 = s[k][0], s[k][1]
-            for e in events:
-                if t0 <= e["ts"] < t1:
-                    key = (e["name"], e["args"]["bucket"])
-                    totals[key] = totals.get(key, 0.0) + e["dur"] / len(ranks)
-        per_step.append(totals)
-    keys = sorted({key for totals in per_step for key in totals},
-                  key=lambda key: (key[0] != "forward", key[1] if key[0] == "forward" else -key[1]))
-    return {key: statistics.median(t.get(key, 0.0) for t in per_step) / 1e3 for key in keys}
+    def in_step_order(keys):
+        return sorted(keys, key=lambda key: (key[0] != "forward", key[1] if key[0] == "forward" else -key[1]))
+    return median_totals([[e for e in events if e.get("cat") == "device"] for events in ranks], steps, skip,
+                         lambda e: (e["name"], e["args"]["bucket"]), in_step_order)
 
 
 def rank_starts(events, steps):
