@@ -34,6 +34,17 @@ void save_checkpoint(const std::string& dir, std::vector<amsp::BucketSpec> model
   });
 }
 
+/// The rule of the amsp::error `action` throws, or `done` when it returns.
+template <class F>
+std::string rule_or(const char* done, F&& action) {
+  try {
+    action();
+    return done;
+  } catch (const amsp::error& e) {
+    return e.rule();
+  }
+}
+
 /// The rule load() fails with; the same on both ranks.
 template <class Rule = amsp::optim::AdamW>
 std::string load_rule(const std::string& dir) {
@@ -41,12 +52,7 @@ std::string load_rule(const std::string& dir) {
   amsp::comm::run_on_threads(2, [&](Threads& comm) {
     amsp::ShardedOptimizer<Threads, Rule> opt(comm, corruption_mesh, amsp::parse_plan("zero3", corruption_mesh),
                                               Rule{}, amsp::test::odd_model());
-    try {
-      (void)amsp::io::load(opt, comm, dir);
-      rules[comm.rank()] = "(loaded)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] = e.rule();
-    }
+    rules[comm.rank()] = rule_or("(loaded)", [&] { (void)amsp::io::load(opt, comm, dir); });
   });
   CHECK(rules[0] == rules[1]);
   return rules[0];
@@ -154,12 +160,7 @@ TEST_CASE("mismatches with the loading engine are named errors") {
     options.param_groups = {{"l0.bias", {.lr_scale = 1.0f, .weight_decay = false}}};
     AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero3", corruption_mesh), amsp::optim::AdamW{},
                    amsp::test::odd_model(), options);
-    try {
-      (void)amsp::io::load(opt, comm, scratch / "c");
-      rules[comm.rank()] = "(loaded)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] = e.rule();
-    }
+    rules[comm.rank()] = rule_or("(loaded)", [&] { (void)amsp::io::load(opt, comm, scratch / "c"); });
   });
   CHECK(rules[0] == "ckpt.param_group_mismatch");
   CHECK(rules[1] == "ckpt.param_group_mismatch");
@@ -174,11 +175,7 @@ TEST_CASE("save never replaces a directory that is not a checkpoint; a trailing 
   amsp::comm::run_on_threads(2, [&](Threads& comm) {
     AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
                    amsp::test::odd_model());
-    try {
-      amsp::io::save(opt, comm, scratch / "mine");
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] = e.rule();
-    }
+    rules[comm.rank()] = rule_or("", [&] { amsp::io::save(opt, comm, scratch / "mine"); });
     amsp::io::save(opt, comm, scratch / "slash/");
   });
   CHECK(rules[0] == "ckpt.exists");
@@ -195,18 +192,8 @@ TEST_CASE("max_piece_elements = 0 is ckpt.options on every rank, for save and sa
     AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
                    amsp::test::odd_model());
     const amsp::io::SaveOptions options{.max_piece_elements = 0};
-    try {
-      amsp::io::save(opt, comm, scratch / "c", {}, options);
-      rules[comm.rank()] = "(saved)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] = e.rule();
-    }
-    try {
-      amsp::io::save_async(opt, comm, scratch / "c", {}, options).commit();
-      rules[comm.rank()] += " (saved)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] += " " + e.rule();
-    }
+    rules[comm.rank()] = rule_or("(saved)", [&] { amsp::io::save(opt, comm, scratch / "c", {}, options); }) + " " +
+                         rule_or("(saved)", [&] { amsp::io::save_async(opt, comm, scratch / "c", {}, options).commit(); });
   });
   CHECK(rules[0] == "ckpt.options ckpt.options");
   CHECK(rules[1] == "ckpt.options ckpt.options");
@@ -222,12 +209,7 @@ TEST_CASE("a second commit() of an asynchronous save is ckpt.async_commit on eve
     amsp::test::set_initial_values(opt);
     auto pending = amsp::io::save_async(opt, comm, scratch / "c");
     pending.commit();
-    try {
-      pending.commit();
-      rules[comm.rank()] = "(committed twice)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] = e.rule();
-    }
+    rules[comm.rank()] = rule_or("(committed twice)", [&] { pending.commit(); });
   });
   CHECK(rules[0] == "ckpt.async_commit");
   CHECK(rules[1] == "ckpt.async_commit");
@@ -240,12 +222,7 @@ TEST_CASE("export to a dtype other than fp32 or bf16 is ckpt.export_dtype and wr
   amsp::io::CheckpointReader reader(scratch / "c");
   const std::string out = scratch / "params.safetensors";
   const auto export_rule = [&](amsp::dtype type) -> std::string {
-    try {
-      amsp::io::export_parameters(reader, out, type);
-      return "(exported)";
-    } catch (const amsp::error& e) {
-      return e.rule();
-    }
+    return rule_or("(exported)", [&] { amsp::io::export_parameters(reader, out, type); });
   };
   CHECK(export_rule(amsp::dtype::fp16) == "ckpt.export_dtype");
   CHECK(export_rule(amsp::dtype::fp64) == "ckpt.export_dtype");
@@ -276,12 +253,7 @@ TEST_CASE("an operating-system refusal is ckpt.io naming the path; so is a check
     AdamEngine opt(comm, corruption_mesh, amsp::parse_plan("zero2", corruption_mesh), amsp::optim::AdamW{},
                    amsp::test::odd_model());
     for (const char* dir : {".", ""}) {
-      try {
-        amsp::io::save(opt, comm, dir);
-        rules[comm.rank()] += " (saved)";
-      } catch (const amsp::error& e) {
-        rules[comm.rank()] += " " + e.rule();
-      }
+      rules[comm.rank()] += " " + rule_or("(saved)", [&] { amsp::io::save(opt, comm, dir); });
     }
   });
   CHECK(rules[0] == " ckpt.io ckpt.io");
@@ -303,12 +275,7 @@ TEST_CASE("a directory the operating system cannot create is ckpt.io on every ra
       rules[comm.rank()] = e.rule();
       messages[comm.rank()] = e.what();
     }
-    try {
-      amsp::io::save_async(opt, comm, dir).commit();
-      rules[comm.rank()] += " (saved)";
-    } catch (const amsp::error& e) {
-      rules[comm.rank()] += " " + e.rule();
-    }
+    rules[comm.rank()] += " " + rule_or("(saved)", [&] { amsp::io::save_async(opt, comm, dir).commit(); });
   });
   CHECK(rules[0] == "ckpt.io ckpt.io");
   CHECK(rules[1] == "ckpt.io ckpt.io");
