@@ -21,6 +21,11 @@ against the mean of the other runs' steps, plan by plan: what a model that knew 
 expected step as well as the other runs together do would score against that run. A pair of
 single runs carries the noise of both; this predictor averages the others' away, so it is the
 floor a model's Spearman misses should be compared with.
+With --plan-error σ,.. (ms), last, how accurate a model must be to meet the floor's figure: the
+same leave-one-out prediction with each plan's step off by a fixed error, drawn once per plan and
+configuration from a normal distribution of standard deviation σ and kept over every run, the
+way a model's error stays with a plan (plan_error_misses); the mean count of run cases below 0.9
+over --draws draws (seeded: the same figures every time) and its 5th to 95th percentile.
 Exit 2 on a bad argument or an unreadable file.
 
   python3 scripts/cluster/compare_runs.py bench/data/cluster-check-2026-12-04-v.json.xz \\
@@ -28,6 +33,8 @@ Exit 2 on a bad argument or an unreadable file.
 """
 import argparse
 import itertools
+import math
+import random
 import statistics
 import sys
 
@@ -70,6 +77,37 @@ def leave_one_out(steps_by_run):
     return out
 
 
+def plan_error_misses(cases, sigma_s, draws, seed=1):
+    """The leave-one-out floor with a fixed error per plan: for each of `draws` draws, every
+    configuration of `cases` (each a list over runs of {plan: measured step}, the plans of every
+    run) gets one error per plan from N(0, sigma_s), added to that plan's mean of the other runs
+    for every run; returns the count of run cases below Spearman 0.9, per draw."""
+    rng = random.Random(seed)
+    counts = []
+    for _ in range(draws):
+        below = 0
+        for steps_by_run in cases:
+            plans = [p for p in steps_by_run[0] if all(p in steps for steps in steps_by_run)]
+            error = {p: rng.gauss(0.0, sigma_s) for p in plans}
+            for i, steps in enumerate(steps_by_run):
+                others = [o for j, o in enumerate(steps_by_run) if j != i]
+                predicted = [statistics.mean(o[p] for o in others) + error[p] for p in plans]
+                below += spearman(predicted, [steps[p] for p in plans]) < 0.9
+        counts.append(below)
+    return counts
+
+
+def milliseconds_list(text):
+    """argparse type of --plan-error: comma-separated non-negative finite milliseconds."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a list of milliseconds >= 0, e.g. 0.1,0.2")
+    return values
+
+
 def compare(a_rows, b_rows):
     """The figures of one configuration, run a against run b (rows in the same plan order)."""
     a = [r["measured"] for r in a_rows]
@@ -88,7 +126,13 @@ def main():
     ap.add_argument("runs", nargs="+", help="saved runs (check.py --out), two or more")
     ap.add_argument("--estimator", choices=["mean", "median"], default="mean",
                     help="a plan's measured step from its repeats, as check.py --estimator")
+    ap.add_argument("--plan-error", type=milliseconds_list, default=[], metavar="MS[,MS...]",
+                    help="also the leave-one-out floor with a fixed error per plan of each standard deviation "
+                         "(ms): the accuracy a model needs (three runs or more)")
+    ap.add_argument("--draws", type=int, default=200, help="draws per --plan-error value (default 200)")
     a = ap.parse_args()
+    if a.draws < 1:
+        ap.error(f"--draws must be at least 1, got {a.draws}")
     if len(a.runs) < 2:
         ap.error(f"need two or more saved runs, got {len(a.runs)}")
     check_stats.STEP_ESTIMATOR = a.estimator
@@ -132,17 +176,25 @@ def main():
     print("\nmesh rate schedule | runs | leave-one-out Spearman of each run (the others' mean as the prediction) | "
           "below 0.9")
     below_total = cases_total = 0
+    floor_cases = []  # per configuration with three runs or more: each run's {plan: step}
     for case in by_case:
         mesh, rate, mode = case.split()
         having = [by[(mesh, rate)] for _, by in loaded if (mesh, rate) in by and mode in by[(mesh, rate)]["runs"]]
         if len(having) < 3:
             continue
         plans = [p for p in having[0]["runs"][mode] if all(p in c["runs"][mode] for c in having)]
-        rho = leave_one_out([distinct_steps(c, mode, plans) for c in having])
+        floor_cases.append([distinct_steps(c, mode, plans) for c in having])
+        rho = leave_one_out(floor_cases[-1])
         below = sum(r < 0.9 for r in rho)
         below_total, cases_total = below_total + below, cases_total + len(rho)
         print(f"{case} | {len(having)} | " + ", ".join(f"{r:.2f}" for r in rho) + f" | {below} of {len(rho)}")
     print(f"leave-one-out: {below_total} of {cases_total} run cases below Spearman 0.9")
+    for sigma_ms in a.plan_error:
+        counts = sorted(plan_error_misses(floor_cases, sigma_ms / 1e3, a.draws))
+        low, high = counts[int(0.05 * (len(counts) - 1))], counts[int(math.ceil(0.95 * (len(counts) - 1)))]
+        print(f"leave-one-out with a fixed error per plan of sigma {sigma_ms:.2f} ms: {statistics.mean(counts):.1f} "
+              f"of {cases_total} run cases below Spearman 0.9 on average ({low} - {high}, 5th - 95th percentile "
+              f"of {a.draws} draws)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/cluster/compare_runs.py on hand-made saved runs, against hand-computed figures: two
 runs of three plans in one configuration (a second configuration only in the first run, skipped),
-the leave-one-out floor over three runs (presets of one shape pooled), and bad input (one run, a
+the leave-one-out floor over three runs (presets of one shape pooled), that floor with a fixed
+error per plan (--plan-error), and bad input (one run, a
 file that is not a saved check, runs without step records) exiting 2.
 Exit 0 on success, 1 with the failed checks listed."""
 import json
@@ -121,6 +122,42 @@ with tempfile.TemporaryDirectory() as tmp:
             json.dump([shaped({"x": ("A", [1.0]), "y": ("B", [y]), "y2": ("B", [y2])})], f)
     rows, total = leave_one_out(*paths)
     expect("pooled shapes", rows, [["4x2 1gbit overlap", "3", "1.00, 1.00, 1.00", "0 of 3"]])
+    # --plan-error: the leave-one-out floor with a fixed error per plan. Runs g, h, i all measure
+    # x 1 s, y 2 s, z 3 s: with no error every run's order is the others' (0 of 3 below 0.9), and
+    # with an error of 1 µs against gaps of a second too. With an error far above the gaps the
+    # prediction's order is the order of the three errors, drawn once per plan and so the same
+    # for the three runs of a draw: every run meets 0.9 when it is x < y < z (one order in six),
+    # none otherwise. So each draw counts 0 or 3, 3 in five draws of six on average (mean near
+    # 2.5), and the 5th percentile is 0: errors drawn per run instead would rarely leave all
+    # three runs right at once ((1/6)^3), putting it at 1 or more.
+    paths = []
+    for name in ("g", "h", "i"):
+        paths.append(os.path.join(tmp, name + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump([config("4x2", "1gbit", {"x": [1.0], "y": [2.0], "z": [3.0]})], f)
+
+    def plan_error(*args):
+        out = subprocess.run([sys.executable, SCRIPT, *paths, *args], capture_output=True, text=True)
+        return out.returncode, [l for l in out.stdout.splitlines() if "fixed error" in l], out.stderr
+
+    rc, lines, err = plan_error("--plan-error", "0,0.001,1e9")
+    expect("--plan-error exit status", rc, 0)
+    expect("--plan-error lines", len(lines), 3)
+    if len(lines) == 3:
+        expect("no error", lines[0], "leave-one-out with a fixed error per plan of sigma 0.00 ms: 0.0 of 3 run cases "
+               "below Spearman 0.9 on average (0 - 0, 5th - 95th percentile of 200 draws)")
+        expect("an error far below the gaps", lines[1].split(": ")[1].split(" of")[0], "0.0")
+        words = lines[2].split()
+        mean = float(lines[2].split(": ")[1].split(" of")[0])
+        expect("an error far above the gaps: mean near 2.5", 2.2 <= mean <= 2.8, True)
+        expect("an error far above the gaps: 5th - 95th percentile", lines[2].split("(")[1].split(",")[0], "0 - 3")
+    rc, lines, err = plan_error("--plan-error", "1e9", "--draws", "1000")
+    mean = float(lines[0].split(": ")[1].split(" of")[0]) if lines else -1
+    expect("1000 draws: mean within 0.15 of 2.5", abs(mean - 2.5) <= 0.15, True)
+    for bad_args in (("--plan-error", "-1"), ("--plan-error", "0.1,x"), ("--plan-error", "nan"), ("--draws", "0")):
+        rc, lines, err = plan_error(*bad_args)
+        expect(f"{' '.join(bad_args)}: exit 2", rc, 2)
+        expect(f"{' '.join(bad_args)}: names the value", bad_args[1] in err, True)
     # Bad input: one run; a file that is not a saved check.
     rc, rows, err = compare(a_path)
     expect("one run: exit 2", rc, 2)
