@@ -135,6 +135,8 @@ def main():
         ap.error(f"--draws must be at least 1, got {a.draws}")
     if len(a.runs) < 2:
         ap.error(f"need two or more saved runs, got {len(a.runs)}")
+    if a.plan_error and len(a.runs) < 3:
+        ap.error(f"--plan-error needs three saved runs or more (the leave-one-out floor), got {len(a.runs)}")
     check_stats.STEP_ESTIMATOR = a.estimator
     loaded = [(path, {(c["mesh"], c["rate"]): c for c in load(path)}) for path in a.runs]
     print("run a | run b | mesh rate schedule | plans | Spearman a~b | step change median / max | "

@@ -158,6 +158,9 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, lines, err = plan_error(*bad_args)
         expect(f"{' '.join(bad_args)}: exit 2", rc, 2)
         expect(f"{' '.join(bad_args)}: names the value", bad_args[1] in err, True)
+    out = subprocess.run([sys.executable, SCRIPT, *paths[:2], "--plan-error", "0.1"], capture_output=True, text=True)
+    expect("--plan-error with two runs: exit 2", out.returncode, 2)
+    expect("--plan-error with two runs: says why", "three saved runs" in out.stderr, True)
     # Bad input: one run; a file that is not a saved check.
     rc, rows, err = compare(a_path)
     expect("one run: exit 2", rc, 2)
