@@ -14,10 +14,12 @@ changes nothing. Last in each configuration, the standard deviation over the pla
 errors (the reference's 0 included): the model's error that stays with a plan, to set beside
 scripts/cluster/compare_runs.py --plan-error, which gives the Spearman misses a model with
 errors of that size would have (docs/planner-check-floor.md, "How accurate a model must be"). Presets of one shape are pooled
-as the check pools them. Exit 2 on an unreadable file or a configuration without the reference.
+as the check pools them. Exit 2 on a bad argument, an unreadable file or a configuration without
+the reference.
 
   python3 scripts/cluster/plan_errors.py $(ls bench/data/cluster-check-2026-12-0?-a[c-o].json.xz)
 """
+import argparse
 import statistics
 import sys
 
@@ -55,23 +57,15 @@ def summarize(per_run):
 
 
 def main():
-    # check.py's own arguments (the model's options, --build, --estimator); the saved runs go in
-    # place of its --reanalyze file.
-    argv = sys.argv[1:]
-    reference = "ddp"
-    if "--reference" in argv:
-        i = argv.index("--reference")
-        if i + 1 >= len(argv):
-            print(f"{PROGRAM}: --reference needs a plan name [rule cli.value]", file=sys.stderr)
-            sys.exit(2)
-        reference = argv[i + 1]
-        del argv[i:i + 2]
-    paths = [p for p in argv if not p.startswith("-")]
-    options = [p for p in argv if p.startswith("-")]
-    if not paths or any("=" not in o for o in options):
-        print(f"{PROGRAM}: usage: plan_errors.py RUN... [--reference PLAN] [check.py's model options, each as "
-              f"--option=value], got {' '.join(sys.argv[1:])} [rule cli.value]", file=sys.stderr)
-        sys.exit(2)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="saved runs (check.py --out)")
+    ap.add_argument("--reference", default="ddp", help="the plan every error is taken against (default ddp)")
+    a, options = ap.parse_known_args()
+    # The rest are check.py's own options (the model's, --build, --estimator), each as
+    # --option=value, so that none of their values is taken for a saved run.
+    if any(not o.startswith("--") or "=" not in o for o in options):
+        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
+    paths, reference = a.runs, a.reference
     sys.argv = ["check.py", "--reanalyze", paths[0], *options]
     a = check_args.parse(check.__doc__)
     check_stats.STEP_ESTIMATOR = a.estimator
