@@ -13,9 +13,9 @@ to the reference because the plans' order is what Spearman scores: an error ever
 changes nothing. Last in each configuration, the standard deviation over the plans of their mean
 errors (the reference's 0 included): the model's error that stays with a plan, to set beside
 scripts/cluster/compare_runs.py --plan-error, which gives the Spearman misses a model with
-errors of that size would have (docs/planner-check-floor.md, "How accurate a model must be"). Presets of one shape are pooled
-as the check pools them. Exit 2 on a bad argument, an unreadable file or a configuration without
-the reference.
+errors of that size would have (docs/planner-check-floor.md, "How accurate a model must be").
+Presets of one shape are pooled as the check pools them. Exit 2 on a bad argument, an unreadable
+file or a configuration without the reference.
 
   python3 scripts/cluster/plan_errors.py $(ls bench/data/cluster-check-2026-12-0?-a[c-o].json.xz)
 """
