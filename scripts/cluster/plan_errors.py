@@ -82,8 +82,10 @@ def main():
                 by_case.setdefault((config["mesh"], config["rate"], mode), []).append(found)
     for (mesh, rate, mode), per_run in by_case.items():
         plans, spread = summarize(per_run)
-        print(f"\n{mesh} {rate} {mode}, {len(per_run)} runs; ms against {reference}, standard deviations over the runs\n"
-              "| plan | error (measured − predicted), mean | its sd | predicted's sd | measured's sd |\n|---|---|---|---|---|")
+        print(f"\n{mesh} {rate} {mode}, {len(per_run)} runs; ms against {reference}, "
+              "standard deviations over the runs\n"
+              "| plan | error (measured − predicted), mean | its sd | predicted's sd | measured's sd |\n"
+              "|---|---|---|---|---|")
         for p, (mean, sd, predicted_sd, measured_sd) in plans.items():
             print(f"| {p} | {mean:+.2f} | {sd:.2f} | {predicted_sd:.2f} | {measured_sd:.2f} |")
         print(f"error per plan (sd over the plans of the mean errors): {spread:.2f} ms")
