@@ -82,17 +82,23 @@ def plan_error_misses(cases, sigma_s, draws, seed=1):
     configuration of `cases` (each a list over runs of {plan: measured step}, the plans of every
     run) gets one error per plan from N(0, sigma_s), added to that plan's mean of the other runs
     for every run; returns the count of run cases below Spearman 0.9, per draw."""
+    # Each run's leave-one-out prediction and measurement, plan by plan: the same in every draw.
+    prepared = []
+    for steps_by_run in cases:
+        plans = [p for p in steps_by_run[0] if all(p in steps for steps in steps_by_run)]
+        runs = []
+        for i, steps in enumerate(steps_by_run):
+            others = [o for j, o in enumerate(steps_by_run) if j != i]
+            runs.append(([statistics.mean(o[p] for o in others) for p in plans], [steps[p] for p in plans]))
+        prepared.append((plans, runs))
     rng = random.Random(seed)
     counts = []
     for _ in range(draws):
         below = 0
-        for steps_by_run in cases:
-            plans = [p for p in steps_by_run[0] if all(p in steps for steps in steps_by_run)]
-            error = {p: rng.gauss(0.0, sigma_s) for p in plans}
-            for i, steps in enumerate(steps_by_run):
-                others = [o for j, o in enumerate(steps_by_run) if j != i]
-                predicted = [statistics.mean(o[p] for o in others) + error[p] for p in plans]
-                below += spearman(predicted, [steps[p] for p in plans]) < 0.9
+        for plans, runs in prepared:
+            error = [rng.gauss(0.0, sigma_s) for _ in plans]
+            for floor, measured in runs:
+                below += spearman([f + e for f, e in zip(floor, error)], measured) < 0.9
         counts.append(below)
     return counts
 
