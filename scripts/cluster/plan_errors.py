@@ -53,19 +53,19 @@ def summarize(per_run):
         errors = [m - q for m, q in zip(measured, predicted)]
         out[p] = (statistics.mean(errors), statistics.pstdev(errors), statistics.pstdev(predicted),
                   statistics.pstdev(measured))
-    return out, statistics.pstdev([v[0] for v in out.values()]) if len(out) > 1 else 0.0
+    return out, statistics.pstdev([v[0] for v in out.values()]) if out else 0.0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="saved runs (check.py --out)")
     ap.add_argument("--reference", default="ddp", help="the plan every error is taken against (default ddp)")
-    a, options = ap.parse_known_args()
+    own, options = ap.parse_known_args()
     # The rest are check.py's own options (the model's, --build, --estimator), each as
     # --option=value, so that none of their values is taken for a saved run.
     if any(not o.startswith("--") or "=" not in o for o in options):
         ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
-    paths, reference = a.runs, a.reference
+    paths, reference = own.runs, own.reference
     sys.argv = ["check.py", "--reanalyze", paths[0], *options]
     a = check_args.parse(check.__doc__)
     check_stats.STEP_ESTIMATOR = a.estimator
