@@ -49,6 +49,22 @@ TEST_CASE("memory: keeping gathered parameters costs the whole bf16 model") {
   CHECK(kept - resharded == doctest::Approx(2.0 * 6738415616.0 - 2.0 * 2 * 202383360.0));
 }
 
+TEST_CASE("memory: the gradient staging is the engine's gradient buffers in flight, the whole model without a bound") {
+  const ModelSpec m = parse_model("llama-7b");  // 202383360 parameters per layer, 6738415616 in all
+  const Plan zero2{{1, 1}, {8, 1}, {8, 1}};
+  const auto staging = [&](int in_flight) {
+    ScheduleOptions o;
+    o.gradient_buffers_in_flight = in_flight;
+    return memory_per_rank(zero2, 8, m, Workload{}, o).buffers;
+  };
+  CHECK(staging(2) == doctest::Approx(2.0 * 2 * 202383360.0));  // bf16 on the wire, two layers
+  CHECK(staging(3) - staging(2) == doctest::Approx(2.0 * 202383360.0));
+  CHECK(staging(0) == doctest::Approx(2.0 * 6738415616.0));
+  ScheduleOptions negative;
+  negative.gradient_buffers_in_flight = -1;
+  CHECK_THROWS_WITH_AS(validate(negative), doctest::Contains("gradient buffers in flight"), amsp::error);
+}
+
 TEST_CASE("memory: on the paper's cluster ZeRO-1 fits LLaMA-7B but not 13B or 30B (paper Table IV has no ZeRO-1 entry for them)") {
   const Mesh mesh(8, 128);
   const auto fits = [&](const char* model, bool recompute) {

@@ -100,7 +100,7 @@ TEST_CASE("cli: --help documents every option") {
   for (const char* option :
        {"--model", "--mesh", "--gpu-memory", "--reserve", "--profile", "--seq", "--micro-batch", "--global-batch",
         "--recompute", "--no-flash-attention", "--cluster", "--peak-tflops", "--efficiency", "--overlap-slowdown",
-        "--mode", "--os-layout", "--units", "--grad-bytes", "--bucket-mb", "--keep-gathered", "--rules", "--rank-by", "--top", "--evaluate",
+        "--mode", "--os-layout", "--units", "--grad-bytes", "--bucket-mb", "--keep-gathered", "--gradient-buffers", "--rules", "--rank-by", "--top", "--evaluate",
         "--list", "--json", "--help", "Examples"})
     CHECK_MESSAGE(r.out.find(option) != std::string::npos, option);
 }

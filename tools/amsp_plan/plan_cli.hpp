@@ -135,6 +135,11 @@ inline constexpr std::string_view examples = R"(Examples
     o.schedule.bucket_bytes = *mb * 1e6;
   o.schedule.reshard_after_forward =
       !args.flag("--keep-gathered", "keep gathered parameters from forward to backward (one AllGather, more memory)");
+  o.schedule.gradient_buffers_in_flight = args.integer<int>(
+      "--gradient-buffers", "N",
+      "gradient buffers in flight, the engine's EngineOptions::gradient_buffers_in_flight\n"
+      "(0: no bound, priced as the whole model's gradients)",
+      o.schedule.gradient_buffers_in_flight, cli::at_least(0));
   o.rules = args.choice("--rules", "plan rules; paper also requires s_g in {s_p, s_os}", o.rules,
                         {{"amsp", RuleSet::amsp}, {"paper", RuleSet::paper}});
 

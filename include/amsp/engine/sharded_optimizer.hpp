@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -309,6 +310,10 @@ private:
   // the host keeps only the decisions (first micro-batch? last?) it took now.
   void submit_reduction(Bucket& b, int slot);
 
+  // A grad-pool slot for a bucket's full gradients, once fewer than
+  // EngineOptions::gradient_buffers_in_flight staging buffers wait for or are in their reduction.
+  int acquire_grad_staging(std::size_t count);
+
   // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
   // split (fp32), accumulate into the G shard (the first micro-batch writes it). Runs on the
   // communication stream.
@@ -372,6 +377,9 @@ private:
   detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
   detail::BufferPool<float, memory_type::template buffer> work_pool_;
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
+  // An asynchronous space: the chains that read a grad-pool slot, oldest first, each a second
+  // waiter on its event (the host's is in reductions_, which gets the error).
+  std::deque<std::shared_ptr<detail::SharedEventState>> staging_reductions_;
   std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
   StepResult last_result_;
   std::shared_ptr<const std::vector<Rule>> in_backward_rules_;  // update_in_backward: set once issued

@@ -75,9 +75,10 @@ private:
   std::vector<comm::Handle> handles_;
 };
 
-/// An event two threads wait for: the host (through the comm::Handle that replaced the event)
-/// and a task of another stream (through settled()). Whoever comes first waits the original
-/// event; its error goes to the host's wait only, the other stream just learns that it failed.
+/// An event with two waiters: the host (through the comm::Handle that replaced the event) and,
+/// through settled(), a task of another stream (launch_after) or the engine's bound on gradient
+/// buffers in flight. Whoever comes first waits the original event; its error goes to the host's
+/// wait only, the other waiter just learns that it failed.
 class SharedEventState final : public comm::detail::HandleState {
 public:
   explicit SharedEventState(comm::Handle event) : event_(std::move(event)) {}
@@ -106,7 +107,19 @@ public:
   }
   bool test() override {
     std::unique_lock lock(mutex_);
-    if (phase_ != Phase::done) return false;
+    if (phase_ == Phase::pending) {  // nobody waits for it: poll it (a device space's retire() does)
+      std::exception_ptr error;
+      try {
+        if (!event_.test()) return false;
+      } catch (...) {
+        error = std::current_exception();
+      }
+      failed_ = static_cast<bool>(error);
+      error_ = std::move(error);
+      phase_ = Phase::done;
+      done_.notify_all();
+    }
+    if (phase_ != Phase::done) return false;  // another thread waits for it in settled()
     deliver_error(lock);
     return true;
   }

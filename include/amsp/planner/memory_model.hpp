@@ -9,8 +9,10 @@
 //     embedding (which is gathered whole). Without resharding after forward, the whole gathered
 //     model (2Φ) stays instead.
 //   - gradient staging, when s_g > 1: the user writes a unit's full gradient into a staging buffer
-//     that is reduce-scattered while the next unit's backward writes the other one: 2 units.
-//     With s_g = 1 gradients accumulate in place into the unsharded G.
+//     that is reduce-scattered while the next unit's backward writes another: the engine's bound
+//     on such buffers in flight (ScheduleOptions::gradient_buffers_in_flight, 2 by default) units,
+//     the whole model without a bound. With s_g = 1 gradients accumulate in place into the
+//     unsharded G.
 //   - reduction buckets, when the last micro-batch reduces gradients further (s_os > s_g or OS
 //     replicated across groups): two buckets in flight.
 // Shard sizes are taken as exact fractions: padding to equal shards adds at most a few elements
@@ -54,7 +56,8 @@ struct MemoryBreakdown {
   mem.activations = activation_bytes(m, w);
   const double unit = largest_unit_params(m);
   if (plan.p.size() > 1) mem.buffers += o.reshard_after_forward ? 2.0 * unit * o.param_wire_bytes : 2.0 * phi;
-  if (plan.g.size() > 1) mem.buffers += 2.0 * unit * o.grad_wire_bytes;
+  if (plan.g.size() > 1)
+    mem.buffers += (o.gradient_buffers_in_flight > 0 ? o.gradient_buffers_in_flight * unit : phi) * o.grad_wire_bytes;
   if (plan.os.size() > plan.g.size() || plan.os.size() < world) mem.buffers += 2.0 * o.bucket_bytes;
   mem.reserved = reserved_bytes;
   return mem;

@@ -28,13 +28,19 @@ struct ScheduleOptions {
   /// The paper's U: bucket of the gradient AllReduces in T_g and T_os0 (PyTorch DDP's 25 MB), and
   /// the memory model's reduction staging.
   double bucket_bytes = 25e6;
+  /// The engine's EngineOptions::gradient_buffers_in_flight: the gradient staging buffers a rank
+  /// holds when G is sharded (0: no bound, priced as the whole model's gradients).
+  int gradient_buffers_in_flight = default_gradient_buffers_in_flight;
 };
 
-/// Fails with rule planner.schedule unless the bucket and the wire sizes are positive.
+/// Fails with rule planner.schedule unless the bucket and the wire sizes are positive and the
+/// gradient buffers in flight a count (0 for no bound).
 inline void validate(const ScheduleOptions& o) {
   check(o.bucket_bytes > 0 && o.param_wire_bytes > 0 && o.grad_wire_bytes > 0, "planner.schedule",
         "bucket and wire element sizes must be positive, got bucket ", o.bucket_bytes, " bytes, params ",
         o.param_wire_bytes, ", grads ", o.grad_wire_bytes, " bytes per element");
+  check(o.gradient_buffers_in_flight >= 0, "planner.schedule", "gradient buffers in flight must be at least 1, or 0 ",
+        "for no bound, got ", o.gradient_buffers_in_flight);
 }
 
 }  // namespace amsp::planner

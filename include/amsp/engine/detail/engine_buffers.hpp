@@ -118,7 +118,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::grad_buffer(int b) -> s
       clear_grad_buffer(bucket.layout, bucket.g_store.data(), bucket.geo.n);
       return {bucket.g_store.data(), bucket.geo.n};
     }
-    bucket.grad_slot = grad_pool_.acquire(bucket.geo.n);
+    bucket.grad_slot = acquire_grad_staging(bucket.geo.n);
     detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
     clear_grad_buffer(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
   }
@@ -142,7 +142,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce_gradients(int b,
   Bucket& bucket = at(b);
   require_open(bucket);
   check_tensors(bucket, grads, "gradient");
-  const int slot = grad_pool_.acquire(bucket.geo.n);
+  const int slot = acquire_grad_staging(bucket.geo.n);
   detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
   GradT* full = grad_pool_.data(slot);
   zero_padding(bucket.layout, full, bucket.geo.n);

@@ -16,15 +16,42 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket
   b.accumulated = true;
   b.reduced = true;
   Bucket* bucket = &b;
-  reductions_.push_back(space_.submit([this, bucket, slot, first, at] {
+  comm::Handle chain = space_.submit([this, bucket, slot, first, at] {
     if (slot >= 0) {
+      // Given back also when the reduction fails: reused, not leaked past the bound.
+      struct GiveBack {
+        decltype(grad_pool_)& pool;
+        int slot;
+        ~GiveBack() { pool.release(slot); }
+      } give_back{grad_pool_, slot};
       reduce(*bucket, grad_pool_.data(slot), first, at);
-      grad_pool_.release(slot);
     }
     if (at.last) finish(*bucket, at);
-  }));
+  });
+  if constexpr (Space::asynchronous) {
+    if (slot >= 0 && options_.gradient_buffers_in_flight > 0) {
+      auto shared = std::make_shared<detail::SharedEventState>(std::move(chain));
+      staging_reductions_.push_back(shared);
+      chain = comm::Handle(shared);
+    }
+  }
+  reductions_.push_back(std::move(chain));
   // update_in_backward: the bucket's update and spread follow its last chain on the same stream.
   if (at.last && options_.update_in_backward) issue_update_in_backward(b);
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::acquire_grad_staging(std::size_t count) -> int {
+  // Without the bound a backward that outruns its reductions (a slow link) takes a new bucket-sized
+  // buffer for every bucket it runs ahead, up to the whole model's gradients: the memory a
+  // sharded G saves. The oldest chain gives its slot back when it has read it (a device space:
+  // issued its reduction, which the user's stream is then ordered after).
+  const auto bound = static_cast<std::size_t>(options_.gradient_buffers_in_flight);
+  while (bound > 0 && staging_reductions_.size() >= bound) {
+    (void)staging_reductions_.front()->settled();  // its error is thrown where its event is waited
+    staging_reductions_.pop_front();
+  }
+  return grad_pool_.acquire(count);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>

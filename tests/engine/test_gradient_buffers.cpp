@@ -1,0 +1,165 @@
+// EngineOptions::gradient_buffers_in_flight: with an asynchronous space a backward that outruns
+// its reductions (here: every ReduceScatter 20 ms late, the "backward" instant) holds at most that
+// many bucket-sized gradient buffers, not one per bucket it runs ahead; the bound changes no bit
+// of the result (against the serial space on an undelayed communicator), never waits for buffers
+// the user still holds open, and a negative count is an error naming its rule. Label tsan: the
+// host's reuse of a buffer the stream has just read is ordered only by the bound's wait.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "amsp/comm/threads.hpp"
+#include "amsp/engine/sharded_optimizer.hpp"
+#include "amsp/optim/adam.hpp"
+#include "amsp/sharding.hpp"
+#include "rule_of_error.hpp"
+#include "simulated_device_space.hpp"
+
+namespace {
+using Threads = amsp::comm::ThreadsCommunicator;
+
+/// The threads backend with every blocking ReduceScatter (the engine's gradient reductions) held
+/// back by `delay` first, as a slow link would hold it; everything else is forwarded as is.
+class SlowReductions {
+public:
+  SlowReductions(Threads inner, std::chrono::milliseconds delay) : inner_(std::move(inner)), delay_(delay) {}
+  [[nodiscard]] int rank() const { return inner_.rank(); }
+  [[nodiscard]] int size() const { return inner_.size(); }
+  void barrier() { inner_.barrier(); }
+  [[nodiscard]] SlowReductions split(const amsp::GroupSet& groups) { return {inner_.split(groups), delay_}; }
+
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
+    std::this_thread::sleep_for(delay_);
+    inner_.reduce_scatter(send, recv, count, op);
+  }
+  template <class T>
+  void all_gather(const T* send, T* recv, std::size_t count) { inner_.all_gather(send, recv, count); }
+  template <class T>
+  void all_reduce(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
+    inner_.all_reduce(send, recv, count, op);
+  }
+  template <class T>
+  void broadcast(const T* send, T* recv, std::size_t count, int root) { inner_.broadcast(send, recv, count, root); }
+  template <class T>
+  void reduce(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op, int root) {
+    inner_.reduce(send, recv, count, op, root);
+  }
+  template <class T>
+  amsp::comm::Handle all_gather_async(const T* send, T* recv, std::size_t count) {
+    return inner_.all_gather_async(send, recv, count);
+  }
+  template <class T>
+  amsp::comm::Handle reduce_scatter_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
+    return inner_.reduce_scatter_async(send, recv, count, op);
+  }
+  template <class T>
+  amsp::comm::Handle all_reduce_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
+    return inner_.all_reduce_async(send, recv, count, op);
+  }
+  template <class T>
+  amsp::comm::Handle broadcast_async(const T* send, T* recv, std::size_t count, int root) {
+    return inner_.broadcast_async(send, recv, count, root);
+  }
+  template <class T>
+  amsp::comm::Handle reduce_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op, int root) {
+    return inner_.reduce_async(send, recv, count, op, root);
+  }
+
+private:
+  Threads inner_;
+  std::chrono::milliseconds delay_;
+};
+static_assert(amsp::comm::communicator<SlowReductions>);
+
+constexpr int kBuckets = 6;
+constexpr std::size_t kBucketElements = 1000;
+
+std::vector<amsp::BucketSpec> buckets() {
+  std::vector<amsp::BucketSpec> specs;
+  for (int b = 0; b < kBuckets; ++b)
+    specs.push_back({"b" + std::to_string(b), {{"b" + std::to_string(b) + ".w", {kBucketElements}, amsp::dtype::fp32}}});
+  return specs;
+}
+
+struct Run {
+  std::vector<std::vector<float>> params;  // rank 0's buckets after the steps
+  std::size_t gradient_buffers = 0;        // rank 0's gradient buffers (scratch less the other pools), in buckets
+};
+
+/// Two steps of ZeRO-2 on 2 ranks, each writing every bucket's gradients at once (open_at_once:
+/// all buckets' buffers taken before the first is handed in), on `Comm` made from the world.
+template <class Space, class Comm, class MakeComm>
+Run run(int in_flight, bool open_at_once, MakeComm make_comm) {
+  const amsp::Mesh mesh(2, 1);
+  const amsp::Plan plan = amsp::parse_plan("zero2", mesh);
+  Run result;
+  amsp::comm::run_on_threads(mesh.world_size(), [&](Threads& world) {
+    Comm comm = make_comm(world);
+    amsp::EngineOptions options;
+    options.gradient_buffers_in_flight = in_flight;
+    amsp::ShardedOptimizer<Comm, amsp::optim::AdamW, float, float, Space> opt(comm, mesh, plan,
+                                                                              amsp::optim::AdamW{.lr = 0.1f}, buckets(), options);
+    for (int step = 0; step < 2; ++step) {
+      opt.start_micro_batch(true);
+      std::vector<std::span<float>> grads;
+      for (int b = 0; b < kBuckets; ++b) {
+        grads.push_back(opt.grad_buffer(b));
+        for (std::size_t i = 0; i < kBucketElements; ++i)
+          grads.back()[i] = 0.01f * float((i * 7 + std::size_t(b) * 13 + std::size_t(step)) % 29) - 0.1f * float(comm.rank());
+        if (!open_at_once) opt.reduce_gradients(b);
+      }
+      if (open_at_once)
+        for (int b = 0; b < kBuckets; ++b) opt.reduce_gradients(b);
+      (void)opt.step();
+    }
+    opt.synchronize();
+    if (comm.rank() != 0) return;
+    for (int b = 0; b < kBuckets; ++b) {
+      const auto p = opt.gather(b);
+      result.params.emplace_back(p.begin(), p.begin() + kBucketElements);
+      opt.release(b);
+    }
+    const amsp::MemoryReport m = opt.memory();
+    result.gradient_buffers = (m.scratch - m.reduction_scratch - m.gather_scratch) / opt.layout(0).buffer_size(amsp::dtype::fp32) / sizeof(float);
+  });
+  return result;
+}
+
+/// The world again, as a communicator of its own (the engine keeps a reference to it).
+Threads whole(Threads& world) { return world.split(amsp::factor_groups(amsp::Mesh(2, 1), amsp::Factor{2, 1})); }
+SlowReductions slow(Threads& world) { return {whole(world), std::chrono::milliseconds(20)}; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("a backward that outruns its reductions holds at most gradient_buffers_in_flight buffers", Space,
+                   amsp::HostAsync, amsp::test::SimulatedDevice) {
+  const Run reference = run<amsp::HostSerial, Threads>(2, false, whole);
+  const Run unbounded = run<Space, SlowReductions>(0, false, slow);
+  CHECK(unbounded.gradient_buffers >= 4);  // runs ahead by most of the 6 buckets: what the bound is for
+  CHECK(unbounded.params == reference.params);
+  for (int in_flight : {1, 2, 3}) {
+    CAPTURE(in_flight);
+    const Run bounded = run<Space, SlowReductions>(in_flight, false, slow);
+    CHECK(bounded.gradient_buffers <= std::size_t(in_flight));
+    CHECK(bounded.params == reference.params);
+  }
+}
+
+TEST_CASE("the bound never waits for gradient buffers the user holds open") {
+  const Run reference = run<amsp::HostSerial, Threads>(1, true, whole);
+  const Run bounded = run<amsp::HostAsync, SlowReductions>(1, true, slow);
+  CHECK(bounded.gradient_buffers == std::size_t(kBuckets));  // all open at once: one each, no wait
+  CHECK(bounded.params == reference.params);
+}
+
+TEST_CASE("a negative gradient_buffers_in_flight is an error naming its rule") {
+  CHECK(amsp::test::rule_of_error([](Threads& comm, const amsp::Mesh& mesh) {
+          amsp::EngineOptions options;
+          options.gradient_buffers_in_flight = -1;
+          amsp::ShardedOptimizer<Threads, amsp::optim::AdamW, float, float, amsp::HostAsync> opt(
+              comm, mesh, amsp::parse_plan("zero2", mesh), amsp::optim::AdamW{}, buckets(), options);
+        }) == "engine.gradient_buffers");
+}
