@@ -7,8 +7,11 @@
 // (target <= 1.15); cpu_ratio, the same ratio of process CPU time (all rank and worker threads),
 // which load from other processes changes far less than the wall time; ratio_reused, the ratio
 // over parts that reuse one bucket's buffers (how this benchmark measured before 2026-12-03:
-// see below). BM_Step runs the engine in the HostSerial space, BM_Step_async in HostAsync (no
-// compute to overlap here: this measures what the worker thread costs).
+// see below); scratch_MiB, rank 0's scratch after the steps (ShardedOptimizer::memory(): with
+// the user's gradients written at once, HostAsync's gradient buffers are as many as
+// EngineOptions::gradient_buffers_in_flight allows). BM_Step runs the engine in the HostSerial
+// space, BM_Step_async in HostAsync (no compute to overlap here: this measures what the worker
+// thread costs).
 //
 // The parts work on buffers laid out as the step's: a P shard, a G shard and optimizer states
 // of their own per bucket (the step's stores), one full gradient and one gather buffer shared by
@@ -143,6 +146,7 @@ void BM_Step(benchmark::State& state, const std::string& plan_name) {
   const amsp::Mesh mesh(4, 2);
   const amsp::Plan plan = amsp::parse_plan(plan_name, mesh);
   std::vector<double> step_s, comm_s, update_s, reused_s, step_cpu, parts_cpu;
+  double scratch_mib = 0;
   amsp::comm::run_on_threads(mesh.world_size(), [&](Threads& comm) {
     amsp::EngineOptions options;
     options.zero_grad_buffers = false;  // the user's backward writes every element (see below)
@@ -179,6 +183,7 @@ void BM_Step(benchmark::State& state, const std::string& plan_name) {
         parts_cpu.push_back(coll.cpu + upd.cpu);
       }
     }
+    if (comm.rank() == 0) scratch_mib = double(opt.memory().scratch) / double(1 << 20);
   });
   std::size_t i = 0;
   for (auto _ : state) state.SetIterationTime(step_s[i++ % step_s.size()]);
@@ -189,6 +194,7 @@ void BM_Step(benchmark::State& state, const std::string& plan_name) {
   state.counters["ratio"] = step / (coll + upd);
   state.counters["cpu_ratio"] = median(step_cpu) / median(parts_cpu);
   state.counters["ratio_reused"] = step / median(reused_s);
+  state.counters["scratch_MiB"] = scratch_mib;
 }
 
 }  // namespace
