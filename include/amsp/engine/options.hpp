@@ -58,6 +58,12 @@ struct ParamGroup {
 /// (planner::ScheduleOptions).
 inline constexpr int default_gradient_buffers_in_flight = 2;
 
+/// The rule of that count, for the engine and the planner alike: at least 1, or 0 for no bound.
+inline void check_gradient_buffers_in_flight(int count) {
+  check(count >= 0, "engine.gradient_buffers", "gradient_buffers_in_flight = ", count,
+        ": the gradient buffers in flight are a count, at least 1, or 0 for no bound");
+}
+
 struct EngineOptions {
   OsLayout os_layout = OsLayout::even_split;
   /// Global-norm clipping threshold over the averaged gradient; 0 disables clipping.

@@ -33,14 +33,13 @@ struct ScheduleOptions {
   int gradient_buffers_in_flight = default_gradient_buffers_in_flight;
 };
 
-/// Fails with rule planner.schedule unless the bucket and the wire sizes are positive and the
-/// gradient buffers in flight a count (0 for no bound).
+/// Fails with rule planner.schedule unless the bucket and the wire sizes are positive, and with
+/// the engine's rule (engine.gradient_buffers) unless the gradient buffers in flight are a count.
 inline void validate(const ScheduleOptions& o) {
   check(o.bucket_bytes > 0 && o.param_wire_bytes > 0 && o.grad_wire_bytes > 0, "planner.schedule",
         "bucket and wire element sizes must be positive, got bucket ", o.bucket_bytes, " bytes, params ",
         o.param_wire_bytes, ", grads ", o.grad_wire_bytes, " bytes per element");
-  check(o.gradient_buffers_in_flight >= 0, "planner.schedule", "gradient buffers in flight must be at least 1, or 0 ",
-        "for no bound, got ", o.gradient_buffers_in_flight);
+  check_gradient_buffers_in_flight(o.gradient_buffers_in_flight);
 }
 
 }  // namespace amsp::planner

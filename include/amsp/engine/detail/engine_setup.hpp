@@ -14,8 +14,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<B
         "the whole-tensor optimizer-state layout needs s_g = s_p, but plan ", to_string(plan), " has s_g = ",
         to_string(plan.g), " and s_p = ", to_string(plan.p));
   check(!buckets.empty(), "engine.buckets", "a ShardedOptimizer needs at least one bucket");
-  check(options_.gradient_buffers_in_flight >= 0, "engine.gradient_buffers", "gradient_buffers_in_flight = ",
-        options_.gradient_buffers_in_flight, ": the gradient buffers in flight are a count, at least 1, or 0 for no bound");
+  check_gradient_buffers_in_flight(options_.gradient_buffers_in_flight);
   check_update_in_backward();
   // A device space's kernels, and the device kernels of the communicator's collectives, are
   // loaded before the first collective below: no rank can be waiting on the device for a task
