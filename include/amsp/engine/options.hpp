@@ -82,8 +82,8 @@ struct EngineOptions {
   /// with +=, as llm.c's does) or one with unspecified contents that the user overwrites
   /// entirely (false: saves one write pass over the bucket per micro-batch).
   bool zero_grad_buffers = true;
-  /// With an asynchronous space (HostAsync, CudaAsync): how many bucket-sized gradient buffers may
-  /// wait for or be in their reduction at once. grad_buffer(b) and reduce_gradients(b, grads) take
+  /// With HostAsync: how many bucket-sized gradient buffers may wait for or be in their reduction
+  /// at once (a device space such as CudaAsync is not bounded this way: docs/engine.md). grad_buffer(b) and reduce_gradients(b, grads) take
   /// such a buffer from a pool wherever the gradients are reduced inside the G group or accumulated
   /// over micro-batches; when this many are in flight they wait on the host for the oldest to be
   /// read. The pool then holds this many buffers when the user fills one bucket at a time, however

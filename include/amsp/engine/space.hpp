@@ -107,19 +107,7 @@ public:
   }
   bool test() override {
     std::unique_lock lock(mutex_);
-    if (phase_ == Phase::pending) {  // nobody waits for it: poll it (a device space's retire() does)
-      std::exception_ptr error;
-      try {
-        if (!event_.test()) return false;
-      } catch (...) {
-        error = std::current_exception();
-      }
-      failed_ = static_cast<bool>(error);
-      error_ = std::move(error);
-      phase_ = Phase::done;
-      done_.notify_all();
-    }
-    if (phase_ != Phase::done) return false;  // another thread waits for it in settled()
+    if (phase_ != Phase::done) return false;
     deliver_error(lock);
     return true;
   }

@@ -28,7 +28,10 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket
     }
     if (at.last) finish(*bucket, at);
   });
-  if constexpr (Space::asynchronous) {
+  // A host space only: a device space's worker gives the slot back once it has issued the
+  // reduction, and the user's stream is ordered after it on the device (docs/engine.md, "Gradient
+  // buffers in flight", says why a host wait there would cost the overlap).
+  if constexpr (Space::asynchronous && !detail::device_space<Space>) {
     if (slot >= 0 && options_.gradient_buffers_in_flight > 0) {
       auto shared = std::make_shared<detail::SharedEventState>(std::move(chain));
       staging_reductions_.push_back(shared);
@@ -44,8 +47,7 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::acquire_grad_staging(std::size_t count) -> int {
   // Without the bound a backward that outruns its reductions (a slow link) takes a new bucket-sized
   // buffer for every bucket it runs ahead, up to the whole model's gradients: the memory a
-  // sharded G saves. The oldest chain gives its slot back when it has read it (a device space:
-  // issued its reduction, which the user's stream is then ordered after).
+  // sharded G saves. The oldest chain gives its slot back when it has read it.
   const auto bound = static_cast<std::size_t>(options_.gradient_buffers_in_flight);
   while (bound > 0 && staging_reductions_.size() >= bound) {
     (void)staging_reductions_.front()->settled();  // its error is thrown where its event is waited
