@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,8 +93,9 @@ struct Run {
   std::size_t gradient_buffers = 0;        // rank 0's gradient buffers (scratch less the other pools), in buckets
 };
 
-/// Two steps of ZeRO-2 on 2 ranks, each writing every bucket's gradients at once (open_at_once:
-/// all buckets' buffers taken before the first is handed in), on `Comm` made from the world.
+/// Two steps of ZeRO-2 on 2 ranks over `Comm` (made from the world by make_comm). Each step
+/// writes the buckets' gradients one after another with no compute between, a backward far faster
+/// than the reductions; open_at_once takes every bucket's buffer before handing the first in.
 template <class Space, class Comm, class MakeComm>
 Run run(int in_flight, bool open_at_once, MakeComm make_comm) {
   const amsp::Mesh mesh(2, 1);
