@@ -1,9 +1,9 @@
-// EngineOptions::gradient_buffers_in_flight: with an asynchronous space a backward that outruns
+// EngineOptions::gradient_buffers_in_flight: in HostAsync a backward that outruns
 // its reductions (here: every ReduceScatter 20 ms late, the "backward" instant) holds at most that
 // many bucket-sized gradient buffers, not one per bucket it runs ahead; the bound changes no bit
 // of the result (against the serial space on an undelayed communicator), never waits for buffers
 // the user still holds open, and a negative count is an error naming its rule. Label tsan: the
-// host's reuse of a buffer the stream has just read is ordered only by the bound's wait. A device
+// bound's wait hands buffers between the stream and the host as the pool does. A device
 // space (the simulated one here) is not bounded this way: docs/engine.md, "Gradient buffers in
 // flight".
 #include <doctest/doctest.h>

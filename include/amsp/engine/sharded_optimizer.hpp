@@ -377,8 +377,8 @@ private:
   detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
   detail::BufferPool<float, memory_type::template buffer> work_pool_;
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
-  // An asynchronous space: the chains that read a grad-pool slot, oldest first, each a second
-  // waiter on its event (the host's is in reductions_, which gets the error).
+  // HostAsync: the chains that read a grad-pool slot, oldest first, each a second waiter on its
+  // event (the host's is in reductions_, which gets the error).
   std::deque<std::shared_ptr<detail::SharedEventState>> staging_reductions_;
   std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
   StepResult last_result_;
