@@ -104,9 +104,11 @@ public:
     const double loss = model_.forward(params_, batch.tokens.data(), batch.targets.data(), batch.sequences,
                                        [&](std::size_t b) {
                                          gather(b);
+                                         // b - 1 goes back before b + 1 is asked for: two gathered
+                                         // units at a time, as the planner's memory model prices.
+                                         if (!cfg_.keep_gathered && b > 0) release(b - 1);
                                          if (cfg_.overlap && b + 1 < n)
                                            timed("prefetch", int(b + 1), [&] { opt_.prefetch(int(b + 1)); });
-                                         if (!cfg_.keep_gathered && b > 0) release(b - 1);
                                          compute(b, false, batch.sequences);
                                        });
     if (!cfg_.keep_gathered) release(n - 1);

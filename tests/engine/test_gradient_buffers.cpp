@@ -1,5 +1,5 @@
 // EngineOptions::gradient_buffers_in_flight: in HostAsync a backward that outruns
-// its reductions (here: every ReduceScatter 20 ms late, the "backward" instant) holds at most that
+// its reductions (here: every blocking reduction 20 ms late, the "backward" instant) holds at most that
 // many bucket-sized gradient buffers, not one per bucket it runs ahead; the bound changes no bit
 // of the result (against the serial space on an undelayed communicator), never waits for buffers
 // the user still holds open, and a negative count is an error naming its rule. Label tsan: the
@@ -20,63 +20,11 @@
 #include "amsp/sharding.hpp"
 #include "rule_of_error.hpp"
 #include "simulated_device_space.hpp"
+#include "slow_reductions.hpp"
 
 namespace {
 using Threads = amsp::comm::ThreadsCommunicator;
-
-/// The threads backend with every blocking ReduceScatter (the engine's gradient reductions) held
-/// back by `delay` first, as a slow link would hold it; everything else is forwarded as is.
-class SlowReductions {
-public:
-  SlowReductions(Threads inner, std::chrono::milliseconds delay) : inner_(std::move(inner)), delay_(delay) {}
-  [[nodiscard]] int rank() const { return inner_.rank(); }
-  [[nodiscard]] int size() const { return inner_.size(); }
-  void barrier() { inner_.barrier(); }
-  [[nodiscard]] SlowReductions split(const amsp::GroupSet& groups) { return {inner_.split(groups), delay_}; }
-
-  template <class T>
-  void reduce_scatter(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
-    std::this_thread::sleep_for(delay_);
-    inner_.reduce_scatter(send, recv, count, op);
-  }
-  template <class T>
-  void all_gather(const T* send, T* recv, std::size_t count) { inner_.all_gather(send, recv, count); }
-  template <class T>
-  void all_reduce(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
-    inner_.all_reduce(send, recv, count, op);
-  }
-  template <class T>
-  void broadcast(const T* send, T* recv, std::size_t count, int root) { inner_.broadcast(send, recv, count, root); }
-  template <class T>
-  void reduce(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op, int root) {
-    inner_.reduce(send, recv, count, op, root);
-  }
-  template <class T>
-  amsp::comm::Handle all_gather_async(const T* send, T* recv, std::size_t count) {
-    return inner_.all_gather_async(send, recv, count);
-  }
-  template <class T>
-  amsp::comm::Handle reduce_scatter_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
-    return inner_.reduce_scatter_async(send, recv, count, op);
-  }
-  template <class T>
-  amsp::comm::Handle all_reduce_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op) {
-    return inner_.all_reduce_async(send, recv, count, op);
-  }
-  template <class T>
-  amsp::comm::Handle broadcast_async(const T* send, T* recv, std::size_t count, int root) {
-    return inner_.broadcast_async(send, recv, count, root);
-  }
-  template <class T>
-  amsp::comm::Handle reduce_async(const T* send, T* recv, std::size_t count, amsp::comm::reduce_op op, int root) {
-    return inner_.reduce_async(send, recv, count, op, root);
-  }
-
-private:
-  Threads inner_;
-  std::chrono::milliseconds delay_;
-};
-static_assert(amsp::comm::communicator<SlowReductions>);
+using amsp::test::SlowReductions;
 
 constexpr int kBuckets = 6;
 constexpr std::size_t kBucketElements = 1000;

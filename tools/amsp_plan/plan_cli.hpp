@@ -204,7 +204,9 @@ inline constexpr std::string_view examples = R"(Examples
   const MemoryBreakdown& m = e.memory;
   for (const auto& [key, bytes] : {std::pair{"params", m.params}, {"grads", m.grads},
                                    {"optimizer_states", m.optimizer_states}, {"activations", m.activations},
-                                   {"buffers", m.buffers}, {"reserved", m.reserved}})
+                                   {"fp32_os_gradients", m.fp32_os_gradients}, {"gathered_params", m.gathered_params},
+                                   {"gradient_staging", m.gradient_staging}, {"reduction_buffers", m.reduction_buffers},
+                                   {"buffers", m.buffers()}, {"reserved", m.reserved}})
     j["memory"][key] = bytes;
   const auto by_term = [&](double TermCost::*field) {
     Json object = Json::object();
@@ -277,12 +279,14 @@ inline void print_evaluation(std::ostream& out, const Evaluation& e, const Plann
   out << "plan " << to_string(e.plan) << ": " << (e.fits ? "fits" : "does NOT fit") << " in "
       << fixed(in.cluster.gpu_memory_bytes / 1e9, 1) << " GB\n\n";
   const MemoryBreakdown& m = e.memory;
+  const auto dtype = [](double bytes) { return bytes < 4 ? std::string("bf16") : std::string("fp32"); };
   print_table(out, {{"memory per GPU", "GB"},
-                    {"parameters, bf16, / s_p", fixed(m.params / 1e9, 2)},
-                    {"gradients, bf16, / s_g", fixed(m.grads / 1e9, 2)},
+                    {"parameters, " + dtype(in.schedule.param_wire_bytes) + ", / s_p", fixed(m.params / 1e9, 2)},
+                    {"gradients, " + dtype(in.schedule.grad_wire_bytes) + ", / s_g", fixed(m.grads / 1e9, 2)},
                     {"optimizer states, fp32 x3, / s_os", fixed(m.optimizer_states / 1e9, 2)},
+                    {"fp32 gradients of the OS shard, / s_os", fixed(m.fp32_os_gradients / 1e9, 2)},
                     {"activations", fixed(m.activations / 1e9, 2)},
-                    {"communication buffers", fixed(m.buffers / 1e9, 2)},
+                    {"gather, staging and reduction buffers", fixed(m.buffers() / 1e9, 2)},
                     {"reserved", fixed(m.reserved / 1e9, 2)},
                     {"total", fixed(m.total() / 1e9, 2)}});
   out << '\n';

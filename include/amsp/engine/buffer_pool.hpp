@@ -2,11 +2,16 @@
 // Scratch buffers handed out for the lifetime of one use (a gathered bucket, a micro-batch's
 // gradients) and reused afterwards, so that scratch stays at the size of the buckets in flight
 // rather than the size of the model. Buffer is the memory space's buffer (host_buffer,
-// cuda_buffer): a pool grows only when every buffer of the size asked for is in use, i.e. during
-// the first micro-batches of a job, up to the schedule's high-water mark. Thread-safe: with an asynchronous space the caller's thread
-// hands a buffer to the communication stream, which gives it back.
+// cuda_buffer): a pool grows only when every buffer is in use, i.e. during the first
+// micro-batches of a job, up to the schedule's high-water mark. The first buffers can be given a
+// size of at least the largest request (set_slot_elements: the engine's largest bucket), so that
+// while no more of them are in use a free one serves any request, and the pool never grows
+// because a smaller bucket's buffer was the one free. Thread-safe: with an asynchronous space the
+// caller's thread hands a buffer to the communication stream, which gives it back.
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -26,12 +31,19 @@ public:
       if (!in_use_[i] && buffers_[i].size() >= count && (best < 0 || buffers_[i].size() < buffers_[static_cast<std::size_t>(best)].size()))
         best = static_cast<int>(i);
     if (best < 0) {
-      buffers_.emplace_back(count);
+      buffers_.emplace_back(buffers_.size() < sized_buffers_ ? std::max(count, slot_elements_) : count);
       in_use_.push_back(false);
       best = static_cast<int>(buffers_.size() - 1);
     }
     in_use_[static_cast<std::size_t>(best)] = true;
     return best;
+  }
+  /// The first `buffers` buffers of the pool are allocated with at least `elements` elements;
+  /// later ones with the size asked for.
+  void set_slot_elements(std::size_t elements, std::size_t buffers = std::numeric_limits<std::size_t>::max()) {
+    std::lock_guard lock(mutex_);
+    slot_elements_ = elements;
+    sized_buffers_ = buffers;
   }
   void release(int index) {
     std::lock_guard lock(mutex_);
@@ -54,6 +66,8 @@ public:
 private:
   std::vector<Buffer<T>> buffers_;
   std::vector<bool> in_use_;
+  std::size_t slot_elements_ = 0;
+  std::size_t sized_buffers_ = 0;
   mutable std::mutex mutex_;
 };
 

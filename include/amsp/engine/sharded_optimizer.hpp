@@ -267,6 +267,8 @@ private:
   // fixed order on every rank), or SoloStage for a group of one, which is never split.
   void build_stages();
   void add_bucket(BucketSpec spec);
+  // Every pool's buffers at the largest bucket's size (BufferPool::set_slot_elements).
+  void size_pools();
   // Every tensor gets its group; the OS shard of every bucket is cut into runs of one group.
   void assign_param_groups();
 
@@ -375,7 +377,11 @@ private:
   detail::Stage<Comm> g_split_, os_split_, spread_, os_replica_, os_norm_;
   std::vector<Bucket> buckets_;
   detail::BufferPool<GradT, memory_type::template buffer> grad_pool_;
-  detail::BufferPool<float, memory_type::template buffer> work_pool_;
+  // fp32 scratch of the reduction chains, one pool per size so that a slot of the largest bucket's
+  // size serves every bucket: the full bucket (bf16 gradients widened), the G shard (a reduction
+  // stage's result, or the bf16 G store widened) and the P shard (between the P group's
+  // ReduceScatter and the G split's). One chain runs at a time, so each holds one slot.
+  detail::BufferPool<float, memory_type::template buffer> full_work_pool_, g_work_pool_, p_work_pool_;
   std::vector<comm::Handle> reductions_;  // events of the reduction chains since the last step
   // HostAsync: the chains that read a grad-pool slot, oldest first, each a second waiter on its
   // event (the host's is in reductions_, which gets the error).

@@ -71,7 +71,7 @@ inline Evaluation evaluate_on(const Plan& plan, const PlannerInputs& in, std::sp
   const std::vector<CommTerm> terms = comm_terms(groups, units, in.workload.micro_batches, in.schedule, in.mode);
   Evaluation e;
   e.plan = plan;
-  e.memory = memory_per_rank(plan, in.cluster.mesh.world_size(), in.model, in.workload, in.schedule,
+  e.memory = memory_per_rank(plan, in.model, in.workload, in.schedule,
                              in.cluster.reserved_bytes);
   e.fits = e.memory.total() <= in.cluster.gpu_memory_bytes;
   const TermPrices prices = term_prices(terms, in.cluster);

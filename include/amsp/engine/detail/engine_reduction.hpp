@@ -65,8 +65,8 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce(Bucket& b, const
   if constexpr (std::is_same_v<GradT, float>) {
     x = full;
   } else {
-    x_slot = work_pool_.acquire(geo.n);
-    float* wide = work_pool_.data(x_slot);
+    x_slot = full_work_pool_.acquire(geo.n);
+    float* wide = full_work_pool_.data(x_slot);
     mem_.convert(lane::comm, full, wide, geo.n);
     x = wide;
   }
@@ -76,8 +76,8 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce(Bucket& b, const
   // The G-shard gradient's buffer, for a stage that reduces into one.
   const auto reduced = [&]() -> float* {
     if (direct) return reinterpret_cast<float*>(b.g_store.data());
-    z_slot = work_pool_.acquire(geo.g.size());
-    return work_pool_.data(z_slot);
+    z_slot = g_work_pool_.acquire(geo.g.size());
+    return g_work_pool_.data(z_slot);
   };
   // Through the P group and the G split, each of their four combinations with the scratch it needs.
   float* const z = std::visit(detail::on_stage{
@@ -98,19 +98,19 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce(Bucket& b, const
       },
       [&](ShardedParams& p, Group& g_split) {
         float* out = reduced();
-        const int y_slot = work_pool_.acquire(geo.p.size());  // the P-shard gradient, between the stages
-        float* y = work_pool_.data(y_slot);
+        const int y_slot = p_work_pool_.acquire(geo.p.size());  // the P-shard gradient, between the stages
+        float* y = p_work_pool_.data(y_slot);
         agree<float>(p.comm, "P group", comm::op_kind::reduce_scatter, geo.p.size(), b.spec.name, at);
         p.comm.reduce_scatter(x, y, geo.p.size(), comm::reduce_op::sum);
         agree<float>(g_split.comm, "G split", comm::op_kind::reduce_scatter, geo.g.size(), b.spec.name, at);
         g_split.comm.reduce_scatter(y, out, geo.g.size(), comm::reduce_op::sum);
-        work_pool_.release(y_slot);
+        p_work_pool_.release(y_slot);
         return out;
       }},
       params_, g_split_);
   if (!(direct && z == reinterpret_cast<float*>(b.g_store.data()))) accumulate(b, z, first);
-  if (z_slot >= 0) work_pool_.release(z_slot);
-  if (x_slot >= 0) work_pool_.release(x_slot);
+  if (z_slot >= 0) g_work_pool_.release(z_slot);
+  if (x_slot >= 0) full_work_pool_.release(x_slot);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
@@ -126,8 +126,8 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::finish(Bucket& b, const
   if constexpr (std::is_same_v<GradT, float>) {
     g32 = b.g_store.data();
   } else {
-    wide_slot = work_pool_.acquire(geo.g.size());
-    g32 = work_pool_.data(wide_slot);
+    wide_slot = g_work_pool_.acquire(geo.g.size());
+    g32 = g_work_pool_.data(wide_slot);
     mem_.convert(lane::comm, b.g_store.data(), g32, geo.g.size());
   }
   if (!whole_tensor()) {
@@ -162,7 +162,7 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::finish(Bucket& b, const
                                                            comm::reduce_op::sum);
                               }},
              os_replica_);
-  if (wide_slot >= 0) work_pool_.release(wide_slot);
+  if (wide_slot >= 0) g_work_pool_.release(wide_slot);
   // The bucket's part of the global norm, here on the stream while the backward goes on rather
   // than over the whole model inside step(), where nothing overlaps it.
   if (needs_norm()) mem_.norm_part(static_cast<std::size_t>(&b - buckets_.data()), os_grads(b), os_elements(b));

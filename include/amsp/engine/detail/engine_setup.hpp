@@ -30,6 +30,29 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::construct(std::vector<B
   std::size_t largest = 0;  // the norm's scratch (a device space: its workspace) is sized once, here
   for (const Bucket& b : buckets_) largest = std::max(largest, os_elements(b));
   mem_.reserve_norm(buckets_.size(), largest);
+  size_pools();
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::size_pools() -> void {
+  // A buffer of the largest bucket's size serves any bucket, so a pool whose buffers in use at
+  // once are bounded holds (that bound) x (largest bucket), as the planner's memory model prices,
+  // in whatever order buckets of different sizes come: one reduction chain at a time in each fp32
+  // pool, the gradient buffers in flight, and the gathers of the bucket in use and the prefetched
+  // one. Gathers beyond two (a user who keeps gathered parameters from forward to backward holds
+  // every bucket) get their own bucket's size (docs/engine.md, "Scratch").
+  std::size_t full = 0, g_shard = 0, p_shard = 0;
+  for (const Bucket& b : buckets_) {
+    full = std::max(full, b.geo.n);
+    g_shard = std::max(g_shard, b.geo.g.size());
+    p_shard = std::max(p_shard, b.geo.p.size());
+  }
+  if (options_.gradient_buffers_in_flight > 0) grad_pool_.set_slot_elements(full);
+  full_work_pool_.set_slot_elements(full);
+  g_work_pool_.set_slot_elements(g_shard);
+  p_work_pool_.set_slot_elements(p_shard);
+  std::visit(detail::on_stage{[](detail::SoloStage&) {}, [&](ShardedParams& p) { p.gather_pool.set_slot_elements(full, 2); }},
+             params_);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>

@@ -22,14 +22,15 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::memory() const -> Memor
     m.grads += b.g_store.size_bytes();
     m.optimizer_states += b.master.size_bytes();
     for (const auto& s : b.states) m.optimizer_states += s.size_bytes();
-    m.scratch += b.os_grad.size_bytes();
+    m.os_gradients += b.os_grad.size_bytes();
   }
-  m.reduction_scratch = work_pool_.bytes();
+  m.reduction_scratch = full_work_pool_.bytes() + g_work_pool_.bytes() + p_work_pool_.bytes();
   // P replicated: gather(b) hands out the P store, and there is no gather scratch.
   m.gather_scratch = std::visit(detail::on_stage{[](const detail::SoloStage&) -> std::size_t { return 0; },
                                                  [](const ShardedParams& p) { return p.gather_pool.bytes(); }},
                                 params_);
-  m.scratch += grad_pool_.bytes() + m.reduction_scratch + m.gather_scratch;
+  m.gradient_staging = grad_pool_.bytes();
+  m.scratch = m.os_gradients + m.gradient_staging + m.reduction_scratch + m.gather_scratch;
   return m;
 }
 
