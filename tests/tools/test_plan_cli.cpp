@@ -126,6 +126,17 @@ TEST_CASE("cli: --json is an array, best first, with the documented fields") {
   for (const Json& e : doc.as_array()) {
     CHECK(is_valid(parse_plan(e.at("plan").as_string(), Mesh(8, 4)), Mesh(8, 4)));
     CHECK(e.at("memory_bytes").as_int() <= 80000000000LL);
+    // The parts, named as the engine's MemoryReport names them, add up to the total.
+    const Json& m = e.at("memory");
+    double parts = 0;
+    for (const char* key : {"params", "grads", "optimizer_states", "activations", "fp32_os_gradients", "gathered_params",
+                            "gradient_staging", "reduction_buffers", "reserved"})
+      parts += m.at(key).as_number();
+    CHECK(m.at("buffers").as_number() == doctest::Approx(m.at("gathered_params").as_number() +
+                                                         m.at("gradient_staging").as_number() +
+                                                         m.at("reduction_buffers").as_number()));
+    CHECK(static_cast<double>(e.at("memory_bytes").as_int()) == doctest::Approx(parts).epsilon(1e-9));
+    CHECK(m.at("fp32_os_gradients").as_number() > 0);  // bf16 gradients by default
     CHECK(e.at("comm_seconds").is_object());
     CHECK(e.at("step_seconds").as_number() >= previous);
     previous = e.at("step_seconds").as_number();
