@@ -128,7 +128,7 @@ inline constexpr std::string_view examples = R"(Examples
   o.schedule.granularity =
       args.choice("--units", "unit gathered and reduced at once: a transformer layer or a tensor",
                   o.schedule.granularity, {{"layer", Granularity::layer}, {"tensor", Granularity::tensor}});
-  o.schedule.grad_wire_bytes = args.choice("--grad-bytes", "bytes per gradient element on the wire: bf16 as the paper, or fp32",
+  o.schedule.grad_wire_bytes = args.choice("--grad-bytes", "bytes per gradient element (on the wire, in memory): bf16 as the paper, or fp32",
                                            o.schedule.grad_wire_bytes, {{"2", 2.0}, {"4", 4.0}});
   if (const auto mb = args.optional_real("--bucket-mb", "MB", "the paper formulas' gradient bucket U (default 25)",
                                          cli::positive()))

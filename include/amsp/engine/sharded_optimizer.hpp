@@ -267,7 +267,7 @@ private:
   // fixed order on every rank), or SoloStage for a group of one, which is never split.
   void build_stages();
   void add_bucket(BucketSpec spec);
-  // Every pool's buffers at the largest bucket's size (BufferPool::set_slot_elements).
+  // The pools' buffers of bounded use at the largest bucket's size (BufferPool::set_slot_elements).
   void size_pools();
   // Every tensor gets its group; the OS shard of every bucket is cut into runs of one group.
   void assign_param_groups();

@@ -22,8 +22,8 @@
 //     narrower than fp32), a reduction stage's G-shard result or the widened G store (n/s_g) and
 //     the P-shard gradient between the P group and the G split (n/s_p).
 // Shard sizes are taken as exact fractions: padding to equal shards adds at most a few elements
-// per tensor, far below the precision of the rest of the model. tests/planner/
-// test_engine_memory_parity.cpp checks all of it against the engine's own report.
+// per tensor, far below the precision of the rest of the model. tests/engine/
+// test_memory_parity.cpp checks every part against the engine's own report.
 
 #include <algorithm>
 #include <span>
@@ -87,7 +87,7 @@ struct MemoryBreakdown {
   }
   double reduction = 0;
   if (staged && narrow_grads) reduction += n;                                                 // staged, widened
-  if ((s_g > 1 && (narrow_grads || micro_batches > 1)) || narrow_grads) reduction += n / s_g;  // the G shard
+  if (narrow_grads || (s_g > 1 && micro_batches > 1)) reduction += n / s_g;                  // the G shard
   if (s_p > 1 && s_g > s_p) reduction += n / s_p;  // the P shard, between the P group and the G split
   mem.reduction_buffers = 4.0 * reduction;
   return mem;

@@ -23,10 +23,11 @@ struct ScheduleOptions {
   /// The unit gathered and reduced at once (the engine's bucket).
   Granularity granularity = Granularity::layer;
   double param_wire_bytes = 2;  ///< bf16 parameters
-  /// bf16 gradients, as the paper reduces them. amsp's engine reduces in fp32 by default (4).
+  /// bf16 gradients, as the paper reduces them. amsp's engine reduces in fp32 by default (4). The
+  /// memory model also takes it as the gradients' dtype (the G store, the staging), and below 4 adds
+  /// the fp32 OS-shard gradients the engine then keeps.
   double grad_wire_bytes = 2;
-  /// The paper's U: bucket of the gradient AllReduces in T_g and T_os0 (PyTorch DDP's 25 MB), and
-  /// the memory model's reduction staging.
+  /// The paper's U: bucket of the gradient AllReduces in T_g and T_os0 (PyTorch DDP's 25 MB).
   double bucket_bytes = 25e6;
   /// The engine's EngineOptions::gradient_buffers_in_flight: the gradient staging buffers a rank
   /// holds when G is sharded (0: no bound, priced as the whole model's gradients).
