@@ -165,7 +165,9 @@ public:
     if constexpr (Space::asynchronous) timed("synchronize", -1, [&] { opt_.synchronize(); });
   }
 
-  /// Gathers every bucket, runs `use(params)`, releases them (collective: every rank calls it).
+  /// Gathers every bucket, runs `use(params)`, releases them and gives the gather buffers back
+  /// (collective: every rank calls it). Without the trim the engine's pool would keep the whole
+  /// model's gathers from the first evaluation on, above what the planner prices for training.
   template <class Use>
   auto with_all_gathered(Use&& use) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) gather(b);
@@ -175,8 +177,13 @@ public:
       ~Releaser() {
         for (std::size_t b = 0; b < run->buckets_.size(); ++b) run->release(b);
       }
-    } releaser{this};
-    return use(std::span<const float* const>(params_));
+    };
+    auto result = [&] {
+      const Releaser releaser{this};
+      return use(std::span<const float* const>(params_));
+    }();
+    (void)opt_.trim_scratch();
+    return result;
   }
 
 private:

@@ -45,6 +45,7 @@ public:
   }
   void comm_after_user() {}   // the user's writes happen before the submission of later tasks
   void user_after_comm() {}   // a slot is released by the task that read it, after reading it
+  void wait_for_user() {}     // the user's compute runs on the caller's thread
   template <class Comm>
   void before_collective(Comm&) {}
 

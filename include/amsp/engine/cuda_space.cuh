@@ -208,6 +208,10 @@ public:
     detail::cuda_call(waited, "ordering the user's stream after the communication stream");
   }
 
+  /// The host waits for the user's stream: its kernels may still read a gather slot released to
+  /// the engine, which trim_scratch is about to free.
+  void wait_for_user() { detail::cuda_call(cudaStreamSynchronize(user_), "cudaStreamSynchronize of the user's stream"); }
+
   /// On a worker, right before each collective on `comm`: the collective reads what the work
   /// enqueued on that worker's stream so far wrote (the gather stream: its waits for the user's
   /// reads of the slot it overwrites). A communicator that runs its collectives on a stream of its

@@ -182,6 +182,14 @@ public:
   // ---- reports -------------------------------------------------------------------------------
   [[nodiscard]] MemoryReport memory() const;
 
+  /// Frees the pooled scratch no bucket holds (gathers, gradient staging, fp32 reduction buffers)
+  /// and returns the bytes freed: after an evaluation that gathered every bucket at once, say,
+  /// which grows the gather pool to the whole model (DeepSpeed's empty_partition_cache). Waits for
+  /// the engine's streams and, on a device space, the user's stream first. Local to the rank;
+  /// buckets gathered or with gradient buffers open keep theirs. The next step grows the pools
+  /// again to the training step's bound, allocating (docs/engine.md, "Scratch").
+  std::size_t trim_scratch();
+
   /// Bytes this rank sends per step under this engine's plan, layout and options, for
   /// `micro_batches` micro-batches and `gathers_per_micro_batch` AllGathers of each bucket.
   [[nodiscard]] TrafficExpectation expected_traffic(int micro_batches, int gathers_per_micro_batch = 1) const;

@@ -16,6 +16,8 @@
 //   s.before_collective(comm)   on the stream, right before a collective is issued on `comm`
 //                               (its inputs are the stream's work so far: the threads backend over
 //                               device memory needs them complete, NCCL an event wait)
+//   s.wait_for_user()           the host waits for the user's compute so far (before the engine
+//                               frees scratch that compute may still read: trim_scratch)
 //
 // and the engine calls these hooks, which do what the host needs on a host space: user_after
 // waits the event on the host (the caller is the user's compute), the others do nothing.
@@ -74,6 +76,11 @@ void comm_after_user(Space& space) {
 template <class Space>
 void user_after_comm(Space& space) {
   if constexpr (device_space<Space>) space.user_after_comm();
+}
+
+template <class Space>
+void wait_for_user(Space& space) {
+  if constexpr (device_space<Space>) space.wait_for_user();
 }
 
 template <class Space, class Comm>

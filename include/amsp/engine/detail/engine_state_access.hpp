@@ -1,7 +1,8 @@
 #pragma once
 // Part of ShardedOptimizer (amsp/engine/sharded_optimizer.hpp, which includes it at its end):
-// Reports and shard access (what checkpoints use): memory and traffic, the optimizer-state
-// shards, hyperparameters and step count, and the parameters refreshed from the master weights.
+// Reports and shard access (what checkpoints use): memory (and giving pooled scratch back) and
+// traffic, the optimizer-state shards, hyperparameters and step count, and the parameters
+// refreshed from the master weights.
 
 #include "amsp/engine/sharded_optimizer.hpp"
 
@@ -32,6 +33,16 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::memory() const -> Memor
   m.gradient_staging = grad_pool_.bytes();
   m.scratch = m.os_gradients + m.gradient_staging + m.reduction_scratch + m.gather_scratch;
   return m;
+}
+
+template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
+auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::trim_scratch() -> std::size_t {
+  synchronize();  // every task on the streams has given its buffers back
+  detail::wait_for_user(space_);
+  std::size_t freed = grad_pool_.trim() + full_work_pool_.trim() + g_work_pool_.trim() + p_work_pool_.trim();
+  std::visit(detail::on_stage{[](detail::SoloStage&) {}, [&](ShardedParams& p) { freed += p.gather_pool.trim(); }},
+             params_);
+  return freed;
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>
