@@ -4,8 +4,8 @@
 // of the result (against the serial space on an undelayed communicator), never waits for buffers
 // the user still holds open, and a negative count is an error naming its rule. Label tsan: the
 // bound's wait hands buffers between the stream and the host as the pool does. A device
-// space (the simulated one here) is not bounded this way: docs/engine.md, "Gradient buffers in
-// flight".
+// space (the simulated one here) bounds them with its staging ring: docs/engine.md, "Gradient
+// buffers in flight".
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -100,14 +100,22 @@ TEST_CASE("a backward that outruns its reductions holds at most gradient_buffers
   }
 }
 
-// A device space is left unbounded (docs/engine.md says why). On the simulated one, whose step()
-// does not wait for the reductions either, the pool grows by a buffer per bucket and step; this
-// pins that down so that a bound for device spaces comes with its own test.
-TEST_CASE("a device space is not bounded by the host: the simulated device holds a buffer per bucket and step") {
+// A device space bounds them with its staging ring: each slot is reused once the reduction that
+// last read it is done, a wait of the user's stream (on the simulated device, the caller's thread),
+// not of the host. Its step() does not wait for the reductions either, so without the ring the
+// next step's backward takes new buffers too (12 for the 6 buckets over 2 steps, measured before
+// the ring).
+TEST_CASE("a device space holds at most gradient_buffers_in_flight buffers: its staging ring") {
   const Run reference = run<amsp::HostSerial, Threads>(2, false, whole);
-  const Run device = run<amsp::test::SimulatedDevice, SlowReductions>(2, false, slow);
-  CHECK(device.gradient_buffers > std::size_t(kBuckets));  // both steps' buckets: 12 when measured
-  CHECK(device.params == reference.params);
+  const Run unbounded = run<amsp::test::SimulatedDevice, SlowReductions>(0, false, slow);
+  CHECK(unbounded.gradient_buffers >= 4);
+  CHECK(unbounded.params == reference.params);
+  for (int in_flight : {1, 2, 3}) {
+    CAPTURE(in_flight);
+    const Run bounded = run<amsp::test::SimulatedDevice, SlowReductions>(in_flight, false, slow);
+    CHECK(bounded.gradient_buffers == std::size_t(in_flight));
+    CHECK(bounded.params == reference.params);
+  }
 }
 
 TEST_CASE("the bound never waits for gradient buffers the user holds open") {
@@ -115,6 +123,9 @@ TEST_CASE("the bound never waits for gradient buffers the user holds open") {
   const Run bounded = run<amsp::HostAsync, SlowReductions>(1, true, slow);
   CHECK(bounded.gradient_buffers == std::size_t(kBuckets));  // all open at once: one each, no wait
   CHECK(bounded.params == reference.params);
+  const Run device = run<amsp::test::SimulatedDevice, SlowReductions>(1, true, slow);
+  CHECK(device.gradient_buffers >= std::size_t(kBuckets));  // the ring's slot is open: the pool serves
+  CHECK(device.params == reference.params);
 }
 
 TEST_CASE("a negative gradient_buffers_in_flight is an error naming its rule") {

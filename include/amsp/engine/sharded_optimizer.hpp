@@ -57,6 +57,7 @@
 #include "amsp/engine/buffer_pool.hpp"
 #include "amsp/engine/detail/engine_bucket.hpp"
 #include "amsp/engine/detail/engine_stages.hpp"
+#include "amsp/engine/detail/staging_ring.hpp"
 #include "amsp/engine/expected_traffic.hpp"
 #include "amsp/engine/memory_report.hpp"
 #include "amsp/engine/options.hpp"
@@ -320,8 +321,10 @@ private:
   // the host keeps only the decisions (first micro-batch? last?) it took now.
   void submit_reduction(Bucket& b, int slot);
 
-  // A grad-pool slot for a bucket's full gradients, once fewer than
-  // EngineOptions::gradient_buffers_in_flight staging buffers wait for or are in their reduction.
+  // A grad-pool slot for a bucket's full gradients that the user's compute may write now: once
+  // fewer than EngineOptions::gradient_buffers_in_flight staging buffers wait for or are in their
+  // reduction (HostAsync), or the staging ring's next slot once its last reduction is done on the
+  // device (device spaces).
   int acquire_grad_staging(std::size_t count);
 
   // One micro-batch's full gradients of a bucket: ReduceScatter through the P group and the G
@@ -394,6 +397,7 @@ private:
   // HostAsync: the chains that read a grad-pool slot, oldest first, each a second waiter on its
   // event (the host's is in reductions_, which gets the error).
   std::deque<std::shared_ptr<detail::SharedEventState>> staging_reductions_;
+  detail::StagingRing staging_ring_;  // device spaces: the gradient buffers in flight
   std::vector<comm::Handle> deferred_;    // device spaces: events nobody waited for yet (retire)
   StepResult last_result_;
   std::shared_ptr<const std::vector<Rule>> in_backward_rules_;  // update_in_backward: set once issued

@@ -119,7 +119,6 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::grad_buffer(int b) -> s
       return {bucket.g_store.data(), bucket.geo.n};
     }
     bucket.grad_slot = acquire_grad_staging(bucket.geo.n);
-    detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
     clear_grad_buffer(bucket.layout, grad_pool_.data(bucket.grad_slot), bucket.geo.n);
   }
   return {grad_pool_.data(bucket.grad_slot), bucket.geo.n};
@@ -143,7 +142,6 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::reduce_gradients(int b,
   require_open(bucket);
   check_tensors(bucket, grads, "gradient");
   const int slot = acquire_grad_staging(bucket.geo.n);
-  detail::user_after_comm(space_);  // the slot's last reduction read it on the stream
   GradT* full = grad_pool_.data(slot);
   zero_padding(bucket.layout, full, bucket.geo.n);
   for (std::size_t i = 0; i < grads.size(); ++i) {

@@ -16,18 +16,23 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket
   b.accumulated = true;
   b.reduced = true;
   Bucket* bucket = &b;
-  comm::Handle chain = space_.submit([this, bucket, slot, first, at] {
+  // A slot of the staging ring stays the engine's: reused after this reduction's ticket.
+  const bool ring_slot = slot >= 0 && staging_ring_.owns(slot);
+  comm::Handle chain = space_.submit([this, bucket, slot, ring_slot, first, at] {
     if (slot >= 0) {
       // Given back also when the reduction fails: reused, not leaked past the bound.
       struct GiveBack {
         decltype(grad_pool_)& pool;
         int slot;
-        ~GiveBack() { pool.release(slot); }
-      } give_back{grad_pool_, slot};
+        ~GiveBack() {
+          if (slot >= 0) pool.release(slot);
+        }
+      } give_back{grad_pool_, ring_slot ? -1 : slot};
       reduce(*bucket, grad_pool_.data(slot), first, at);
     }
     if (at.last) finish(*bucket, at);
   });
+  if (ring_slot) staging_ring_.handed_in(slot, detail::last_ticket(space_));
   // A host space only: a device space's worker gives the slot back once it has issued the
   // reduction, and the user's stream is ordered after it on the device (docs/engine.md, "Gradient
   // buffers in flight", says why a host wait there would cost the overlap).
@@ -48,12 +53,26 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::acquire_grad_staging(st
   // Without the bound a backward that outruns its reductions (a slow link) takes a new bucket-sized
   // buffer for every bucket it runs ahead, up to the whole model's gradients: the memory a
   // sharded G saves. The oldest chain gives its slot back when it has read it.
-  const auto bound = static_cast<std::size_t>(options_.gradient_buffers_in_flight);
-  while (bound > 0 && staging_reductions_.size() >= bound) {
-    (void)staging_reductions_.front()->settled();  // its error is thrown where its event is waited
-    staging_reductions_.pop_front();
+  if constexpr (detail::device_space<Space>) {
+    // The ring's next slot, once the reduction that last read it is done (a wait on the user's
+    // stream, not the host), or a new slot while the ring fills.
+    if (const auto reuse = staging_ring_.next()) {
+      space_.user_after(reuse->second);
+      return reuse->first;
+    }
+    const bool keep = staging_ring_.has_room();
+    const int slot = grad_pool_.acquire(count);
+    if (keep) staging_ring_.add(slot);
+    detail::user_after_comm(space_);  // a slot from the pool: its last reduction was issued on the stream
+    return slot;
+  } else {
+    const auto bound = static_cast<std::size_t>(options_.gradient_buffers_in_flight);
+    while (bound > 0 && staging_reductions_.size() >= bound) {
+      (void)staging_reductions_.front()->settled();  // its error is thrown where its event is waited
+      staging_reductions_.pop_front();
+    }
+    return grad_pool_.acquire(count);
   }
-  return grad_pool_.acquire(count);
 }
 
 template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT, element_type GradT, class Space>

@@ -47,10 +47,13 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::size_pools() -> void {
     g_shard = std::max(g_shard, b.geo.g.size());
     p_shard = std::max(p_shard, b.geo.p.size());
   }
-  // A device space's staging is not held to the bound (docs/engine.md, "Gradient buffers in
-  // flight"): buffers beyond it keep their own bucket's size.
-  if (options_.gradient_buffers_in_flight > 0)
-    grad_pool_.set_slot_elements(full, static_cast<std::size_t>(options_.gradient_buffers_in_flight));
+  // The gradient buffers in flight: HostAsync waits for the oldest on the host, a device space
+  // reuses the slots of its staging ring (docs/engine.md, "Gradient buffers in flight").
+  if (options_.gradient_buffers_in_flight > 0) {
+    const auto bound = static_cast<std::size_t>(options_.gradient_buffers_in_flight);
+    grad_pool_.set_slot_elements(full, bound);
+    if constexpr (detail::device_space<Space>) staging_ring_ = detail::StagingRing(bound);
+  }
   full_work_pool_.set_slot_elements(full);
   g_work_pool_.set_slot_elements(g_shard);
   p_work_pool_.set_slot_elements(p_shard);

@@ -39,6 +39,7 @@ template <comm::communicator Comm, optim::update_rule Rule, element_type ParamT,
 auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::trim_scratch() -> std::size_t {
   synchronize();  // every task on the streams has given its buffers back
   detail::wait_for_user(space_);
+  for (const int slot : staging_ring_.take_closed()) grad_pool_.release(slot);  // their reductions are done
   std::size_t freed = grad_pool_.trim() + full_work_pool_.trim() + g_work_pool_.trim() + p_work_pool_.trim();
   std::visit(detail::on_stage{[](detail::SoloStage&) {}, [&](ShardedParams& p) { freed += p.gather_pool.trim(); }},
              params_);
