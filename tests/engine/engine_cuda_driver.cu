@@ -217,6 +217,7 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
   std::atomic<int> issued{0};
   std::atomic<bool> all_held{true};
   std::vector<double> seconds(static_cast<std::size_t>(world));
+  std::vector<std::size_t> staging(static_cast<std::size_t>(world));
   comm::run_on_threads(world, [&](comm::ThreadsCommunicator& comm) {
     cudaStream_t user{};
     cuda_ok(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -248,10 +249,17 @@ NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string
       cuda_ok(cudaStreamSynchronize(user), "cudaStreamSynchronize");
       const StepResult last = opt.last_step_result();
       if (comm.rank() == 0) report.applied_steps = last.step;
+      std::size_t largest = 0;
+      for (int b = 0; b < opt.bucket_count(); ++b)
+        largest = std::max(largest, opt.layout(b).buffer_size(dtype::fp32) * sizeof(float));
+      staging[static_cast<std::size_t>(comm.rank())] = opt.memory().gradient_staging;
+      if (comm.rank() == 0)
+        report.staging_bound_bytes = static_cast<std::size_t>(EngineOptions{}.gradient_buffers_in_flight) * largest;
     }
     cuda_ok(cudaStreamDestroy(user), "cudaStreamDestroy");
   });
   for (const double s : seconds) report.slowest_issue_seconds = std::max(report.slowest_issue_seconds, s);
+  for (const std::size_t s : staging) report.gradient_staging_bytes = std::max(report.gradient_staging_bytes, s);
   report.user_stream_still_held = all_held.load();
   return report;
 }

@@ -2,6 +2,8 @@
 // Host declarations of the CUDA space's engine tests; engine_cuda_driver.cu (nvcc) defines them,
 // test_engine_cuda.cpp (g++, doctest) calls them: doctest's macros stay out of nvcc.
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -87,12 +89,16 @@ std::string rule_for_legacy_user_stream();
 
 /// What the no-host-synchronisation check saw on each rank: a kernel on the user's stream holds
 /// it (spinning on a host-mapped flag, for at most `hold_seconds`) while the rank issues a whole
-/// micro-batch, step() and the next forward's gathers; then the flag is released.
+/// micro-batch, step() and the next forward's gathers; then the flag is released. The backward's
+/// launches run far ahead of the held device there: the staging ring must still hold the
+/// gradient buffers to the bound.
 struct NoHostSyncReport {
   double slowest_issue_seconds = 0;  ///< the longest any rank took to issue its calls
   bool user_stream_still_held = true;  ///< on every rank, the hold kernel still ran after the calls
   std::int64_t applied_steps = 0;      ///< last_step_result().step afterwards (rank 0): 2 expected
   double hold_seconds = 0;
+  std::size_t gradient_staging_bytes = 0;  ///< the most any rank's memory().gradient_staging held afterwards
+  std::size_t staging_bound_bytes = 0;     ///< gradient_buffers_in_flight x the largest bucket's buffer
 };
 NoHostSyncReport step_while_user_stream_held(const Mesh& mesh, const std::string& plan, double hold_seconds);
 

@@ -2,7 +2,8 @@
 // suite of the host spaces (parity_cases.hpp) on amsp::CudaAsync with the threads backend over
 // device memory; the device engine against the host engine plan by plan; update_in_backward
 // (update_in_backward_cases.hpp) against the normal schedule and the host engine, and its step
-// counts; and a step that never makes the caller wait for the user's stream. The device half is
+// counts; and a step that never makes the caller wait for the user's stream, with its gradient
+// buffers held to the bound by the staging ring. The device half is
 // engine_cuda_driver.cu.
 #include "engine_cuda_driver.hpp"
 #include "parity_cases.hpp"
@@ -90,5 +91,6 @@ TEST_CASE("a step never waits for the user's stream") {
     CHECK(r.slowest_issue_seconds < r.hold_seconds / 4);  // the calls returned while the kernel held
     CHECK(r.user_stream_still_held);                      // ...and it was still holding afterwards
     CHECK(r.applied_steps == 2);                           // then both steps ran
+    CHECK(r.gradient_staging_bytes <= r.staging_bound_bytes);  // the staging ring held, however far ahead
   }
 }

@@ -86,7 +86,7 @@ struct EngineOptions {
   /// at once. grad_buffer(b) and reduce_gradients(b, grads) take such a buffer from a pool wherever
   /// the gradients are reduced inside the G group or accumulated over micro-batches; when this many
   /// are in flight they wait on the host for the oldest to be read (HostAsync), or a device space
-  /// reuses the oldest of this many once its reduction is done, a wait of the user's stream. The pool then holds this many
+  /// reuses the oldest of this many once its reduction is done (user_after its ticket). The pool then holds this many
   /// buffers when the user fills one bucket at a time, however far the backward outruns the
   /// reductions (a slow link); without the bound it grows by a bucket for every bucket it runs
   /// ahead, up to the whole model's gradients, the memory a sharded G saves. 2 (the planner's

@@ -1,11 +1,11 @@
 #pragma once
 // A device space's gradient staging under EngineOptions::gradient_buffers_in_flight: at most that
 // many grad-pool slots, kept by the engine and handed out in turn, each reused once the
-// reduction that last read it is done, which the user's stream waits for on the device (the
-// reduction's ticket: user_after) while the host goes on. A device space's worker could give a
-// slot back only once it has issued the reduction, and a host wait for that would hold the
-// backward's launches behind the device (docs/engine.md, "Gradient buffers in flight"). Caller's
-// thread only.
+// reduction that last read it is done: the user's compute waits for that reduction's ticket
+// (user_after, as for a gather), and for nothing issued after it. A device space's worker gives
+// a pool slot back once it has issued the reduction, so the pool alone grows by a buffer for
+// every bucket the backward's launches run ahead of the device (docs/engine.md, "Gradient buffers
+// in flight"). Caller's thread only.
 
 #include <cstddef>
 #include <cstdint>
