@@ -7,8 +7,9 @@
 // size of at least the largest request (set_slot_elements: the engine's largest bucket), so that
 // while no more of them are in use a free one serves any request, and the pool never grows
 // because a smaller bucket's buffer was the one free. trim() gives the free buffers back (after an
-// evaluation that gathered the whole model, say); the pool grows again as it did. Thread-safe: with an asynchronous space the
-// caller's thread hands a buffer to the communication stream, which gives it back.
+// evaluation that gathered the whole model, say); the pool grows again as it did. Thread-safe:
+// with an asynchronous space the caller's thread hands a buffer to the communication stream, which
+// gives it back.
 
 #include <algorithm>
 #include <cstddef>

@@ -82,16 +82,17 @@ struct EngineOptions {
   /// with +=, as llm.c's does) or one with unspecified contents that the user overwrites
   /// entirely (false: saves one write pass over the bucket per micro-batch).
   bool zero_grad_buffers = true;
-  /// With HostAsync: how many bucket-sized gradient buffers may wait for or be in their reduction
-  /// at once. grad_buffer(b) and reduce_gradients(b, grads) take such a buffer from a pool wherever
-  /// the gradients are reduced inside the G group or accumulated over micro-batches; when this many
-  /// are in flight they wait on the host for the oldest to be read (HostAsync), or a device space
-  /// reuses the oldest of this many once its reduction is done (user_after its ticket). The pool then holds this many
-  /// buffers when the user fills one bucket at a time, however far the backward outruns the
-  /// reductions (a slow link); without the bound it grows by a bucket for every bucket it runs
-  /// ahead, up to the whole model's gradients, the memory a sharded G saves. 2 (the planner's
-  /// memory model: the stream reduces one bucket while the backward writes the next); 0 removes
-  /// the bound. Negative: rule engine.gradient_buffers. docs/engine.md, "Gradient buffers in flight".
+  /// With HostAsync or a device space: how many bucket-sized gradient buffers may wait for or be
+  /// in their reduction at once. grad_buffer(b) and reduce_gradients(b, grads) take such a buffer
+  /// from a pool wherever the gradients are reduced inside the G group or accumulated over
+  /// micro-batches; when this many are in flight they wait on the host for the oldest to be read
+  /// (HostAsync), or a device space reuses the oldest of this many once its reduction is done
+  /// (user_after its ticket: the staging ring). The pool then holds this many buffers when the
+  /// user fills one bucket at a time, however far the backward outruns the reductions (a slow
+  /// link); without the bound it grows by a bucket for every bucket it runs ahead, up to the whole
+  /// model's gradients, the memory a sharded G saves. 2 (the planner's memory model: the stream
+  /// reduces one bucket while the backward writes the next); 0 removes the bound. Negative: rule
+  /// engine.gradient_buffers. docs/engine.md, "Gradient buffers in flight".
   int gradient_buffers_in_flight = default_gradient_buffers_in_flight;
   /// Before each collective, every rank agrees on what it issues (operation, bucket, count, dtype,
   /// root, step, micro-batch): a difference is rule comm.collective_mismatch on every rank instead

@@ -33,9 +33,9 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::submit_reduction(Bucket
     if (at.last) finish(*bucket, at);
   });
   if (ring_slot) staging_ring_.handed_in(slot, detail::last_ticket(space_));
-  // A host space only: a device space's worker gives the slot back once it has issued the
-  // reduction, and the user's stream is ordered after it on the device (docs/engine.md, "Gradient
-  // buffers in flight", says why a host wait there would cost the overlap).
+  // A host space only: a device space bounds its staging with the ring (acquire_grad_staging),
+  // whose waits are for tickets (docs/engine.md, "Gradient buffers in flight", says why a host
+  // wait for the chain's event there would cost the overlap).
   if constexpr (Space::asynchronous && !detail::device_space<Space>) {
     if (slot >= 0 && options_.gradient_buffers_in_flight > 0) {
       auto shared = std::make_shared<detail::SharedEventState>(std::move(chain));
@@ -54,8 +54,9 @@ auto ShardedOptimizer<Comm, Rule, ParamT, GradT, Space>::acquire_grad_staging(st
   // buffer for every bucket it runs ahead, up to the whole model's gradients: the memory a
   // sharded G saves. The oldest chain gives its slot back when it has read it.
   if constexpr (detail::device_space<Space>) {
-    // The ring's next slot, once the reduction that last read it is done (a wait on the user's
-    // stream, not the host), or a new slot while the ring fills.
+    // The ring's next slot, once the reduction that last read it is done (user_after its ticket,
+    // as for a gather: on the user's stream, or on the host in CudaTaskWait::on_host), or a new
+    // slot while the ring fills.
     if (const auto reuse = staging_ring_.next()) {
       space_.user_after(reuse->second);
       return reuse->first;
