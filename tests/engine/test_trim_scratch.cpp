@@ -40,6 +40,12 @@ std::vector<amsp::BucketSpec> buckets() {
 template <class Space>
 using Engine = amsp::ShardedOptimizer<amsp::test::SlowReductions, amsp::optim::AdamW, bf16, bf16, Space>;
 
+// Element i of a rank's gradients in step `step`: the interrupted step below writes what
+// train_step writes, so that both engines stay bitwise equal.
+bf16 gradient(std::size_t i, int step, int rank) {
+  return amsp::from_float<bf16>(1e-3f * float((i + std::size_t(step) + std::size_t(rank)) % 7));
+}
+
 // One training step as the memory-parity test runs it: the forward gathers each unit with the
 // next one prefetched, the backward gathers again and hands in one unit's gradients at a time.
 template <class Space>
@@ -56,8 +62,7 @@ void train_step(Engine<Space>& opt, int step) {
     (void)opt.gather(b);
     if (b > 0) opt.prefetch(b - 1);
     std::span<bf16> grads = opt.grad_buffer(b);
-    for (std::size_t i = 0; i < grads.size(); ++i)
-      grads[i] = amsp::from_float<bf16>(1e-3f * float((i + std::size_t(step) + std::size_t(opt.rank())) % 7));
+    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = gradient(i, step, opt.rank());
     opt.release(b);
     opt.reduce_gradients(b);
   }
@@ -120,22 +125,21 @@ void check_plan(const std::string& plan_name) {
     r.freed_again = trimmed.trim_scratch();
 
     // A held gather and a half-written gradient buffer survive a trim, reductions in flight included.
-    const auto gradient = [&](std::size_t i) { return amsp::from_float<bf16>(1e-3f * float((i + 2 + std::size_t(world.rank())) % 7)); };
     trimmed.start_micro_batch(true);
     const std::span<bf16> held = trimmed.gather(0);
     const std::vector<bf16> held_before(held.begin(), held.end());
     for (int b = n - 1; b >= 1; --b) {
       std::span<bf16> grads = trimmed.grad_buffer(b);
-      for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = gradient(i);
+      for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = gradient(i, 2, world.rank());
       trimmed.reduce_gradients(b);  // 2 ms late: still running when the trim below starts
     }
     const std::span<bf16> open = trimmed.grad_buffer(0);
-    for (std::size_t i = 0; i < open.size() / 2; ++i) open[i] = gradient(i);
+    for (std::size_t i = 0; i < open.size() / 2; ++i) open[i] = gradient(i, 2, world.rank());
     (void)trimmed.trim_scratch();
     r.held_kept = same_bits(std::vector<bf16>(held.begin(), held.end()), held_before);
     const std::span<bf16> reopened = trimmed.grad_buffer(0);
     r.open_buffer_kept = reopened.data() == open.data();
-    for (std::size_t i = open.size() / 2; i < open.size(); ++i) reopened[i] = gradient(i);
+    for (std::size_t i = open.size() / 2; i < open.size(); ++i) reopened[i] = gradient(i, 2, world.rank());
     trimmed.release(0);
     trimmed.reduce_gradients(0);
     (void)trimmed.step();
