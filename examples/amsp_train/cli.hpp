@@ -60,6 +60,12 @@ inline std::optional<CliConfig> parse_cli(amsp::cli::Args& args) {
                                        "emulated accelerator: sleep X ms per sequence of each micro-batch's forward "
                                        "(1/3) and backward (2/3), where a GPU trainer's host waits for its device; 0 = off",
                                        0.0, {0.0, 1e6});
+  t.device_timing = args.choice("--device-timing",
+                                "the emulated accelerator waits for the host before each bucket (blocking) or runs "
+                                "the buckets back to back unless the host blocked in a wait (queued, as a GPU whose "
+                                "host launches ahead)",
+                                DeviceTiming::blocking,
+                                {{"blocking", DeviceTiming::blocking}, {"queued", DeviceTiming::queued}});
   c.bf16 = args.flag("--bf16", "bf16 parameters and gradients (fp32 optimizer states)");
 
   args.section("Model");

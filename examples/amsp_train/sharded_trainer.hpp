@@ -71,7 +71,7 @@ public:
   ShardedRun(Comm& comm, const amsp::Mesh& mesh, const amsp::Plan& plan, const TrainConfig& cfg)
       : cfg_(cfg), model_(cfg.model), buckets_(model_.buckets()),
         opt_(comm, mesh, plan, rule(cfg), engine_buckets(buckets_), options(cfg, buckets_)),
-        device_(cfg.device_ms_per_sequence, buckets_), timeline_(cfg.timeline, comm.rank()),
+        device_(cfg.device_ms_per_sequence, buckets_, cfg.device_timing), timeline_(cfg.timeline, comm.rank()),
         params_(buckets_.size()), grads_(buckets_.size()), wide_params_(buckets_.size()),
         wide_grads_(buckets_.size()), gathered_(buckets_.size(), false) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -99,6 +99,7 @@ public:
 
   /// One micro-batch: forward, backward, every gradient handed in. Returns its mean loss.
   double micro_batch(const TokenBatch& batch, bool last) {
+    device_.host_begins();
     timed("start_micro_batch", -1, [&] { opt_.start_micro_batch(last); });
     const std::size_t n = buckets_.size();
     const double loss = model_.forward(params_, batch.tokens.data(), batch.targets.data(), batch.sequences,
@@ -201,7 +202,8 @@ private:
   }
 
   /// Runs f, adding its wall time to the communication time (what the engine's calls block for),
-  /// and records it on the timeline as `name` (bucket -1: none).
+  /// and records it on the timeline as `name` (bucket -1: none). The emulated device's next
+  /// kernels are ordered after it if it blocked (EmulatedDevice::host_waited).
   template <class F>
   auto timed(const char* name, int bucket, F&& f) {
     const auto start = std::chrono::steady_clock::now();
@@ -214,6 +216,7 @@ private:
         const auto end = std::chrono::steady_clock::now();
         run.comm_seconds_ += std::chrono::duration<double>(end - start).count();
         run.timeline_.add(name, "wait", bucket, start, end);
+        run.device_.host_waited(start, end);
       }
     } add{*this, name, bucket, start};
     return f();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "amsp/engine/options.hpp"
+#include "amsp_train/emulated_device.hpp"
 #include "amsp_train/gpt_config.hpp"
 #include "amsp_train/hyperparameters.hpp"
 
@@ -39,6 +40,9 @@ struct TrainConfig {
   /// Emulated accelerator time per sequence of a micro-batch, in ms (emulated_device.hpp): the
   /// rank sleeps where a GPU trainer's host waits for its device; 0 = off.
   double device_ms_per_sequence = 0.0;
+  /// Whether the emulated device waits for the host between kernels (blocking) or runs them back
+  /// to back unless the host blocked (queued, as a GPU whose host runs ahead); emulated_device.hpp.
+  DeviceTiming device_timing = DeviceTiming::blocking;
   int eval_every = 50;         ///< validation loss every N steps and after the last (0: only the last)
   std::size_t eval_windows = 64;
   int sample_bytes = 0;        ///< bytes of text sampled at the end (rank 0)
