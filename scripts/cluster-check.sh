@@ -8,7 +8,9 @@
 #   scripts/cluster-check.sh --meshes 4x2 --rates 1gbit --plans 'ddp;hsdp' --repeats 2   # a smoke run
 #   scripts/cluster-check.sh --out run.json --diagnose      # + the best fit of the overheads (what the lead runs)
 #   scripts/cluster-check.sh --global-batch 8 --model "--context 32 --width 64 --heads 4 --layers 2" \
-#     --train-args "--device-ms-per-sequence 30"             # an emulated accelerator (docs/planner-check.md)
+#     --train-args "--device-ms-per-sequence 30 --device-timing queued"   # an emulated accelerator
+#                                                           # that queues its kernels as a GPU does
+#                                                           # (docs/planner-check-device-queue.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $(id -u) == 0 ]] || { echo "cluster-check.sh: SKIP: needs root (network namespaces)" >&2; exit 77; }

@@ -50,9 +50,13 @@ def overheads(a, config, compute_args):
     gradient reduce-scatter per unit between compute segments, then the end-of-step reductions)
     and SYNC_PLAN (a parameter gather before every unit's forward and backward). A negative
     solution means the term is not seen: it is set to 0 and the other fitted alone (least squares).
-    Saved runs without SYNC_PLAN's step (measured before the term existed) get 0 for it."""
+    Saved runs without SYNC_PLAN's step (measured before the term existed) get 0 for it. Under the
+    queued emulated device (queued_device) the overhead per call or ring step is 0 and the one
+    between compute segments is fitted alone: the profile times the calls, and the host's own work
+    around them reaches the step only where the host blocks before a kernel, between compute
+    segments (docs/planner-check-device-queue.md)."""
     cal = config["calibration"]
-    fixed_step = a.call_overhead is not None or "call_plan" not in cal
+    fixed_step = a.call_overhead is not None or "call_plan" not in cal or queued_device(config.get("train_args", ""))
     fixed_sync = a.sync_overhead is not None or "sync_plan" not in cal
     step0 = (a.call_overhead or 0.0) if fixed_step else None
     sync0 = (a.sync_overhead or 0.0) if fixed_sync else None
@@ -149,7 +153,9 @@ def analyze(a, config):
     config["model"] = {"seconds_per_sample": any_p["seconds_per_sample"], "call_overhead": overhead,
                        "overhead_unit": "call" if a.overhead_unit == "call" else "ring step",
                        "call_overhead_from": "--call-overhead" if a.call_overhead is not None or
-                       "call_plan" not in config["calibration"] else config["calibration"]["call_plan"],
+                       "call_plan" not in config["calibration"] else
+                       "0 under the queued emulated device" if queued_device(config.get("train_args", "")) else
+                       config["calibration"]["call_plan"],
                        "sync_overhead": sync,
                        "sync_overhead_from": "--sync-overhead" if a.sync_overhead is not None else
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
@@ -238,16 +244,27 @@ def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kapp
                           "its step with 2 ms stalls stays below the measured one")
 
 
-def emulated_device_ms(train_args):
-    """amsp-train's --device-ms-per-sequence in a run's --train-args (either "--opt X" or "--opt=X";
-    the last one counts, as in amsp-train), 0 when absent."""
-    words, ms = train_args.split(), 0.0
+def train_arg(train_args, option):
+    """The value of amsp-train's `option` in a run's --train-args (either "--opt X" or "--opt=X";
+    the last one counts, as in amsp-train), None when absent."""
+    words, value = train_args.split(), None
     for i, w in enumerate(words):
-        if w == "--device-ms-per-sequence" and i + 1 < len(words):
-            ms = float(words[i + 1])
-        elif w.startswith("--device-ms-per-sequence="):
-            ms = float(w.split("=", 1)[1])
-    return ms
+        if w == option and i + 1 < len(words):
+            value = words[i + 1]
+        elif w.startswith(option + "="):
+            value = w.split("=", 1)[1]
+    return value
+
+
+def emulated_device_ms(train_args):
+    """amsp-train's --device-ms-per-sequence in a run's --train-args, 0 when absent."""
+    return float(train_arg(train_args, "--device-ms-per-sequence") or 0.0)
+
+
+def queued_device(train_args):
+    """Whether a run's emulated device queues its kernels (amsp-train --device-ms-per-sequence X
+    --device-timing queued): the host's work between kernels is hidden behind them, as on a GPU."""
+    return emulated_device_ms(train_args) > 0 and train_arg(train_args, "--device-timing") == "queued"
 
 
 def gap_summary(a, config):

@@ -256,6 +256,22 @@ expect("device ms, spaced", check.emulated_device_ms("--foo 1 --device-ms-per-se
 expect("device ms, =", check.emulated_device_ms("--device-ms-per-sequence=0.5"), 0.5)
 expect("device ms, last wins", check.emulated_device_ms("--device-ms-per-sequence 3 --device-ms-per-sequence 0"), 0.0)
 expect("device ms, absent", check.emulated_device_ms(""), 0.0)
+# The queued emulated device: its overhead per call or ring step is 0, not fitted.
+expect("queued", check.queued_device("--device-ms-per-sequence 30 --device-timing queued"), True)
+expect("queued, =", check.queued_device("--device-timing=queued --device-ms-per-sequence=30"), True)
+expect("blocking", check.queued_device("--device-ms-per-sequence 30 --device-timing blocking"), False)
+expect("timing absent: blocking", check.queued_device("--device-ms-per-sequence 30"), False)
+expect("queued, last wins", check.queued_device("--device-ms-per-sequence 30 --device-timing queued "
+                                                "--device-timing blocking"), False)
+expect("queued without a device", check.queued_device("--device-timing queued"), False)
+calibrated = {"calibration": {"call_plan": "p=1x1,g=2x1,os=2x1", "sync_plan": "p=2x1,g=4x1,os=4x1"}}
+expect("overheads, queued: ring steps 0, the sync given",
+       check.overheads(argparse.Namespace(call_overhead=None, sync_overhead=2e-4),
+                       dict(calibrated, train_args="--device-ms-per-sequence 30 --device-timing queued"), []),
+       (0.0, 2e-4))
+expect("overheads, both given", check.overheads(argparse.Namespace(call_overhead=1e-4, sync_overhead=2e-4),
+                                                dict(calibrated, train_args="--device-ms-per-sequence 30"), []),
+       (1e-4, 2e-4))
 ns = argparse.Namespace
 expect("kappa, cpu", check.overlap_slowdown(ns(overlap_slowdown=None), {"calibration": {}}, [], 0, 0)[0], 1.0)
 expect("kappa, device", check.overlap_slowdown(ns(overlap_slowdown=None), {
