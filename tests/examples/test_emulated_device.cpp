@@ -34,6 +34,12 @@ struct Fixture {
     buckets[0].numel = buckets[1].numel = 1000;
     return BasicEmulatedDevice<SimulatedHostClock>(30.0, buckets, timing, SimulatedHostClock{&now, &late});
   }
+  /// A device whose host has just begun a micro-batch.
+  BasicEmulatedDevice<SimulatedHostClock> begun(DeviceTiming timing) {
+    auto d = device(timing);
+    d.host_begins();
+    return d;
+  }
   void work(microseconds d) { now += d; }
   [[nodiscard]] double ms() const { return std::chrono::duration<double, std::milli>(now - t0).count(); }
   /// A wait of d from now that the device's next kernels are ordered after.
@@ -45,41 +51,40 @@ struct Fixture {
   }
 };
 
+/// One micro-batch of the two buckets (forwards 0 and 1, backwards 1 and 0) with `gaps` of host work
+/// between the kernels: the host's clock, in ms, after each kernel.
+std::vector<double> micro_batch(Fixture& f, DeviceTiming timing, const std::vector<microseconds>& gaps) {
+  auto device = f.begun(timing);
+  const std::size_t order[] = {0, 1, 1, 0};
+  std::vector<double> ends;
+  for (std::size_t k = 0; k < 4; ++k) {
+    if (k > 0) f.work(gaps.at(k - 1));
+    device.compute(order[k], k >= 2, 1);
+    ends.push_back(f.ms());
+  }
+  return ends;
+}
+
 TEST_CASE("emulated device: blocking timing adds the host's work between kernels to the step") {
   Fixture f;
-  auto device = f.device(DeviceTiming::blocking);
-  device.host_begins();
-  device.compute(0, false, 1);
-  CHECK(f.ms() == doctest::Approx(5.0));
-  f.work(milliseconds(1));
-  device.compute(1, false, 1);
-  f.work(milliseconds(1));
-  device.compute(1, true, 1);
-  f.work(milliseconds(1));
-  device.compute(0, true, 1);
-  CHECK(f.ms() == doctest::Approx(33.0));  // 5 + 5 + 10 + 10 of kernels, 3 of host work
+  const std::vector<double> ends = micro_batch(f, DeviceTiming::blocking, {milliseconds(1), milliseconds(1), milliseconds(1)});
+  CHECK(ends[0] == doctest::Approx(5.0));
+  CHECK(ends[3] == doctest::Approx(33.0));  // 5 + 5 + 10 + 10 of kernels, 3 of host work
 }
 
 TEST_CASE("emulated device: queued timing hides host work shorter than the kernels") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
-  device.compute(0, false, 1);
-  CHECK(f.ms() == doctest::Approx(5.0));
-  f.work(milliseconds(1));
-  device.compute(1, false, 1);
-  CHECK(f.ms() == doctest::Approx(10.0));
-  f.work(milliseconds(1));
-  device.compute(1, true, 1);
-  f.work(microseconds(2500));
-  device.compute(0, true, 1);
-  CHECK(f.ms() == doctest::Approx(30.0));  // back to back: the host launched each kernel 1-2.5 ms in
+  const std::vector<double> ends = micro_batch(f, DeviceTiming::queued, {milliseconds(1), milliseconds(1), microseconds(2500)});
+  // Back to back: the host launched the kernels 1, 2 and 4.5 ms in.
+  CHECK(ends[0] == doctest::Approx(5.0));
+  CHECK(ends[1] == doctest::Approx(10.0));
+  CHECK(ends[2] == doctest::Approx(20.0));
+  CHECK(ends[3] == doctest::Approx(30.0));
 }
 
 TEST_CASE("emulated device: a late wake-up is hidden by the next kernel, not counted as host work") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
+  auto device = f.begun(DeviceTiming::queued);
   f.late = milliseconds(3);
   device.compute(0, false, 1);  // the kernel ends at 5, the host wakes at 8
   CHECK(f.ms() == doctest::Approx(8.0));
@@ -91,8 +96,7 @@ TEST_CASE("emulated device: a late wake-up is hidden by the next kernel, not cou
   CHECK(f.ms() == doctest::Approx(20.0));
 
   Fixture g;  // the same late wake-up with blocking timing: every millisecond of it is added
-  auto blocking = g.device(DeviceTiming::blocking);
-  blocking.host_begins();
+  auto blocking = g.begun(DeviceTiming::blocking);
   g.late = milliseconds(3);
   blocking.compute(0, false, 1);
   g.late = microseconds(0);
@@ -104,8 +108,7 @@ TEST_CASE("emulated device: a late wake-up is hidden by the next kernel, not cou
 
 TEST_CASE("emulated device: queued timing cannot run a kernel before the host launches it") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
+  auto device = f.begun(DeviceTiming::queued);
   device.compute(0, false, 1);      // 0 to 5
   f.work(milliseconds(7));          // host work for bucket 0 longer than kernel 1: launched at 7
   device.compute(1, false, 1);      // 7 to 12
@@ -117,8 +120,7 @@ TEST_CASE("emulated device: queued timing cannot run a kernel before the host la
 
 TEST_CASE("emulated device: a blocking wait orders the next kernel after it, a call that returns at once does not") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
+  auto device = f.begun(DeviceTiming::queued);
   device.compute(0, false, 1);  // 0 to 5
   f.wait(device, milliseconds(4));  // a gather that was not ready: blocked from 5 to 9
   device.compute(1, false, 1);      // 9 to 14
@@ -135,8 +137,7 @@ TEST_CASE("emulated device: a blocking wait orders the next kernel after it, a c
 
 TEST_CASE("emulated device: a blocking wait is not host work: a GPU's host would not have waited") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
+  auto device = f.begun(DeviceTiming::queued);
   f.wait(device, milliseconds(4));  // the first gather, not ready: blocked from 0 to 4
   f.work(milliseconds(1));          // then 1 ms of host work: a host that never waits launched at 1
   device.compute(0, false, 1);      // from 4, when its input is ready, to 9
@@ -145,8 +146,7 @@ TEST_CASE("emulated device: a blocking wait is not host work: a GPU's host would
 
 TEST_CASE("emulated device: a micro-batch begins when the host begins it, and off means no time") {
   Fixture f;
-  auto device = f.device(DeviceTiming::queued);
-  device.host_begins();
+  auto device = f.begun(DeviceTiming::queued);
   device.compute(0, false, 1);  // 0 to 5
   f.work(milliseconds(20));     // the step's end, a loss AllReduce, the next batch: the host syncs
   device.host_begins();         // at 25
