@@ -56,9 +56,10 @@ def overheads(a, config, compute_args):
     around them reaches the step only where the host blocks before a kernel, between compute
     segments (docs/planner-check-device-queue.md)."""
     cal = config["calibration"]
-    fixed_step = a.call_overhead is not None or "call_plan" not in cal or queued_device(config.get("train_args", ""))
+    given = given_step_overhead(a, config)
+    fixed_step = given is not None
     fixed_sync = a.sync_overhead is not None or "sync_plan" not in cal
-    step0 = (a.call_overhead or 0.0) if fixed_step else None
+    step0 = given[0] if fixed_step else None
     sync0 = (a.sync_overhead or 0.0) if fixed_sync else None
     if fixed_step and fixed_sync:
         return step0, sync0
@@ -81,6 +82,19 @@ def overheads(a, config, compute_args):
                          d_step, d_sync))
         step_s, sync_s = solve_overheads(rows, step0, sync0, fixed_step, fixed_sync)
     return step_s, sync_s
+
+
+def given_step_overhead(a, config):
+    """(seconds, where from) of the overhead per call or ring step when it is not fitted: given
+    (--call-overhead), not measured (runs without CALL_PLAN) or 0 under the queued emulated device
+    (queued_device); None when overheads() fits it."""
+    if a.call_overhead is not None:
+        return a.call_overhead, "--call-overhead"
+    if "call_plan" not in config["calibration"]:
+        return 0.0, "--call-overhead"
+    if queued_device(config.get("train_args", "")):
+        return 0.0, "0 under the queued emulated device"
+    return None
 
 
 def solve_overheads(rows, step0, sync0, fixed_step, fixed_sync):
@@ -152,10 +166,8 @@ def analyze(a, config):
     any_p = next(iter(predictions.values()))
     config["model"] = {"seconds_per_sample": any_p["seconds_per_sample"], "call_overhead": overhead,
                        "overhead_unit": "call" if a.overhead_unit == "call" else "ring step",
-                       "call_overhead_from": "--call-overhead" if a.call_overhead is not None or
-                       "call_plan" not in config["calibration"] else
-                       "0 under the queued emulated device" if queued_device(config.get("train_args", "")) else
-                       config["calibration"]["call_plan"],
+                       "call_overhead_from": (given_step_overhead(a, config) or
+                                              (None, config["calibration"]["call_plan"]))[1],
                        "sync_overhead": sync,
                        "sync_overhead_from": "--sync-overhead" if a.sync_overhead is not None else
                        "not measured: 0" if "sync_plan" not in config["calibration"] else
