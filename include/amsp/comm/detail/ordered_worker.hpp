@@ -41,10 +41,15 @@ public:
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return done_; });
   }
+  /// Notifies after unlocking, so that a waiter it wakes does not block again on the mutex it
+  /// still holds (an extra sleep and wake-up per operation, on a host with more threads than
+  /// cores). The worker's reference keeps this state alive through the notify.
   void finish(std::exception_ptr error) {
-    std::lock_guard lock(mutex_);
-    error_ = std::move(error);
-    done_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      error_ = std::move(error);
+      done_ = true;
+    }
     cv_.notify_all();
   }
 
@@ -88,11 +93,17 @@ public:
   /// `on_abandon`: see CompletionState.
   [[nodiscard]] Handle submit(std::function<void()> task, std::function<void()> on_abandon = {}) {
     auto state = std::make_shared<CompletionState>(std::move(on_abandon));
-    std::lock_guard lock(mutex_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-    queue_.emplace_back(std::move(task), state);
-    ++unfinished_;
-    cv_.notify_all();
+    bool worker_sleeps = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      queue_.emplace_back(std::move(task), state);
+      ++unfinished_;
+      worker_sleeps = worker_sleeps_;
+    }
+    // Wakes the worker only when it sleeps (a busy one takes the task from the queue before it
+    // would sleep), and after unlocking, so that it does not wake into the mutex held here.
+    if (worker_sleeps) cv_.notify_one();
     return Handle(std::move(state));
   }
 
@@ -106,7 +117,9 @@ private:
   void run() {
     std::unique_lock lock(mutex_);
     for (;;) {
+      worker_sleeps_ = true;
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      worker_sleeps_ = false;
       if (queue_.empty()) return;  // stopping and drained
       auto [task, state] = std::move(queue_.front());
       queue_.pop_front();
@@ -128,6 +141,7 @@ private:
   std::condition_variable idle_cv_;  // unfinished_ reached 0
   std::deque<std::pair<std::function<void()>, std::shared_ptr<CompletionState>>> queue_;
   std::size_t unfinished_ = 0;
+  bool worker_sleeps_ = false;  // the worker waits on cv_ (guarded by mutex_)
   bool stopping_ = false;
   std::thread thread_;
 };
