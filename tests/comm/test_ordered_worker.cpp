@@ -92,11 +92,15 @@ TEST_CASE("ordered worker: drain returns once every task has finished, and a wor
   std::vector<int> ran;
   {
     OrderedWorker worker;
+    Handle last;
     for (int i = 0; i < 50; ++i)
-      (void)worker.submit([&ran, i] {
+      last = worker.submit([&ran, i] {
         std::this_thread::sleep_for(20us);
         ran.push_back(i);
       });
+    const bool last_in_time = completes(last);  // so that a lost wake-up fails here, not hangs drain()
+    CHECK(last_in_time);
+    if (!last_in_time) return;
     worker.drain();
     CHECK(ran.size() == 50);
     for (int i = 50; i < 60; ++i) (void)worker.submit([&ran, i] { ran.push_back(i); });
