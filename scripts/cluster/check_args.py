@@ -96,6 +96,11 @@ def parse(description, argv=None):
                          "printed too, when the run has both profiles)")
     ap.add_argument("--profile-call-sizes", choices=["on", "off"], default="on",
                     help="also profile the plans' own call sizes (call_sizes), not only --profile-sizes")
+    ap.add_argument("--paced-allreduce", choices=["on", "off"], default="on",
+                    help="measure a paced profile (amsp-profile --gap-timing paced) of the plans' AllReduces over "
+                         "every rank of two or more nodes, and price those calls after compute from it "
+                         "(Cluster::profile_paced, with the gapped profile; runs saved without it price as off); "
+                         "off: the model before 2026-12-07 (docs/planner-check-paced-allreduce.md)")
     ap.add_argument("--out", default="cluster-check.json")
     ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
                                                     "and print again, measure nothing")

@@ -1,31 +1,25 @@
 """The measurement of the cluster check (scripts/cluster/check.py): brings the emulated cluster up
 (scripts/cluster.sh) and runs amsp-train under MPI for the compute model's calibration (its rate,
 its CPU contention points, the overhead calibration plans), measures the bandwidth profiles with
-amsp-profile, then runs every plan in each schedule, counting the bytes the node links carried
+amsp-profile (check_profiles.py), then runs every plan in each schedule, counting the bytes the node links carried
 (run_config: the record of one configuration that --out saves and --reanalyze reads)."""
 import json
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from check_stats import busy_share, measured_computing, median_compute, median_profile, median_update, \
-    typical_step
+# The programs and how the check runs them (re-exported: check.py, check_args.py and the scripts
+# beside them import them from here).
+from check_programs import CLUSTER, PREDICT, PROFILE, ROOT, TRAIN, leave_through_finally_on_sigterm, \
+    program_failure, sh, unbuilt, words_of  # noqa: F401
+from check_profiles import PROFILE_CALLS, analytic_links, profiles
+from check_stats import busy_share, measured_computing, median_compute, median_update, typical_step
 from trace_calls import load as load_traces
 from trace_phases import rank_steps, rank_time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# amsp-profile --calls: every collective issued as the engine issues it (gathers asynchronous,
-# reductions blocking). Open MPI runs the two forms in different components (libnbc, tuned), which
-# on the emulated cluster pace large gathers differently (docs/cluster.md, "Blocking and
-# nonblocking calls"); runs before 2026-12-04 timed every call blocking.
-PROFILE_CALLS = "engine"
-CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 
 PLANS = {  # per mesh: the issue's list; MiCS with a group smaller than a node (k = node is hsdp)
     "4x2": ["ddp", "zero1", "zero2", "zero3", "mics(2)", "hsdp", "amsp-7b", "amsp-13b", "amsp-30b"],
@@ -50,51 +44,6 @@ CALIBRATION_REPEATS = 3
 # the reductions (a smoke run, 2026-12-04, 4x2 at 1 Gbit/s: ddp 38 ms measured against 42 predicted serial). Runs
 # saved before this (2026-12-04's tenth session) ran serial with the async engine.
 MODES = {"overlap": [], "serial": ["--no-overlap", "--engine-space", "serial"]}
-
-
-def unbuilt(build, programs):
-    """The message for the programs under `build` (paths relative to it) that are not built, or None:
-    the scripts stop on it before bringing a cluster up, not with a traceback from mpirun."""
-    missing = [os.path.join(build, p) for p in programs if not os.access(os.path.join(build, p), os.X_OK)]
-    if not missing:
-        return None
-    return (f"{', '.join(missing)} not built: run `cmake --preset default && cmake --build {build}` "
-            "or point --build at a build folder that has them (rule cli.value)")
-
-
-TRAIN = os.path.join("examples", "amsp_train", "amsp-train")
-PROFILE = os.path.join("tools", "amsp_profile", "amsp-profile")
-PREDICT = os.path.join("tests", "cluster", "amsp-cluster-predict")
-
-
-def words_of(stderr):
-    """What a failed program said: the project's own errors (`amsp: ... [rule R]`, once each, however
-    many ranks printed them between mpirun's lines), else its last five lines."""
-    ruled = list(dict.fromkeys(re.findall(r"amsp: [^\n]*?\[rule [^\]]+\]", stderr)))
-    return "\n".join(ruled[:3] or stderr.strip().splitlines()[-5:])
-
-
-def program_failure(e):
-    """For a program of the scripts that failed under sh() (a CalledProcessError or TimeoutExpired):
-    the report (the command, how it ended, its own words) and the exit code to leave with, 2 where
-    the program refused its input (exit 2: amsp-train's rule for a global batch, a plan it cannot
-    parse), else 1."""
-    refused = isinstance(e, subprocess.CalledProcessError)
-    said = words_of(e.stderr if isinstance(e.stderr, str) else "")
-    ended = f"exited {e.returncode}" if refused else "timed out"
-    return f"`{' '.join(map(str, e.cmd))}` {ended}\n{said}".rstrip(), 2 if refused and e.returncode == 2 else 1
-
-
-def leave_through_finally_on_sigterm():
-    """A SIGTERM (a timeout, a cancelled CI job) raises SystemExit(143), so that the caller's
-    finally takes its cluster down; Python's default would end the process where it stands."""
-    def leave(signum, frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, leave)
-
-
-def sh(cmd, timeout):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
 
 
 def link_tx_total():
@@ -201,72 +150,6 @@ def contention_points(a, mesh, launcher, full, full_final):
     return out
 
 
-def call_sizes(a, mesh, plans):
-    """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
-    of more than one rank), so that the profile times them instead of interpolating between its
-    sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
-    in log-log (docs/planner-check-terms.md, "The waits for peers overlap the transfer"). The
-    gradient norm's 8-byte AllReduce too (since 2026-12-05; amsp-profile times it for all_reduce
-    only): Open MPI runs it by recursive doubling, 0.07-0.17 ms traced, where the profile's
-    smallest ring AllReduce (4 KB) priced it at 0.23-0.34 ms at 1 Gbit/s
-    (docs/planner-check-queued-and-norm.md)."""
-    out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
-              "--global-batch", str(a.global_batch)] + a.model_args, 60)
-    return sorted({int(c[4]) for p in map(json.loads, out.splitlines()) for c in p["calls"]
-                   if c[2] * c[3] > 1 and c[4] > 0})
-
-
-def profile_pass(a, mesh, plans, path, gap_us=0):
-    """One pass of amsp-profile on the cluster into `path`: back to back (gap_us = 0, the planner's
-    profile for chained calls), or every call after an idle gap (--gap-us; fewer calls:
-    --profile-gap-iterations)."""
-    ranks, nodes = map(int, mesh.split("x"))
-    sizes = a.profile_sizes
-    if a.profile_call_sizes == "on":
-        sizes = ",".join(str(b) for b in sorted({int(x) for x in sizes.split(",")} | set(call_sizes(a, mesh, plans))))
-    iterations = a.profile_gap_iterations if gap_us else a.profile_iterations
-    sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
-        "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
-        "--max-iterations", str(iterations), "--gap-us", str(gap_us), "--mpi-check-calls", a.mpi_check_calls,
-        "--calls", PROFILE_CALLS, "--out", path], 1800)
-    return json.load(open(path))
-
-
-def profiles(a, mesh, plans, path, gap_path):
-    """The configuration's profiles, each written to its path as the median of --profile-passes
-    passes (check_stats.median_profile), the passes taken in turn (back to back, gapped, back to
-    back, ...) so that a disturbance of the host meets few passes of either. Returns the passes
-    ([back to back], [gapped]; the gapped list empty without --profile-gap-us)."""
-    passes, gap_passes = [], []
-    for _ in range(a.profile_passes):
-        passes.append(profile_pass(a, mesh, plans, path))
-        if a.profile_gap_us:
-            gap_passes.append(profile_pass(a, mesh, plans, gap_path, a.profile_gap_us))
-    for out, done in ((path, passes), (gap_path, gap_passes)):
-        if done:
-            with open(out, "w") as f:
-                json.dump(median_profile(done), f)
-    return passes, gap_passes
-
-
-def analytic_links(entries, nodes):
-    """Analytic figures for what the profile still lacks: bandwidth of the largest node-sized
-    AllGather, and per ring step the time of the smallest AllGather inside a node and over the
-    most nodes (on an oversubscribed CPU, mostly scheduling delay)."""
-
-    def ag(pred):
-        return sorted((e for e in entries if e["op"] == "all_gather" and pred(e["group"])), key=lambda e: e["bytes"])
-    inside = ag(lambda g: g.endswith("x1")) or ag(lambda g: True)
-    across = ag(lambda g: not g.endswith("x1")) or inside
-
-    def ring_steps(e):
-        p0, p1 = map(int, e["group"].split("x"))
-        return max(p0 * p1 - 1, 1)
-    return {"intra_gbytes": inside[-1]["busbw_gbps"],
-            "intra_latency": inside[0]["seconds"] / ring_steps(inside[0]),
-            "inter_latency": across[0]["seconds"] / ring_steps(across[0]) if nodes > 1 else 0.0}
-
-
 def host_busy(seconds=2.0):
     """The share of the host's CPU time that went to anything over `seconds` (/proc/stat), read
     with nothing of the check running (before a configuration, and after it with the cluster
@@ -299,7 +182,8 @@ def run_config(a, mesh, rate):
     calibration = calibrate(a, mesh, launcher)
     prof_path = os.path.join(a.work, f"profile-{tag}.json")
     gap_path = os.path.join(a.work, f"profile-gap-{tag}.json")
-    passes, gap_passes = profiles(a, mesh, plans, prof_path, gap_path)
+    paced_path = os.path.join(a.work, f"profile-paced-{tag}.json")
+    passes, gap_passes, paced_passes = profiles(a, mesh, plans, prof_path, gap_path, paced_path)
     links = analytic_links(json.load(open(prof_path))["entries"], nodes)
     runs = {mode: {p: [] for p in plans} for mode in a.modes}
     # The overheads (Cluster::step_overhead_s or call_overhead_s, and sync_overhead_s; overheads()
@@ -371,6 +255,10 @@ def run_config(a, mesh, rate):
             # Each pass the profiles above are the median of (runs saved before 2026-12-05's
             # eighteenth session: one pass, no such fields); the host's load around it (host_busy).
             "profile_passes": passes, **({"profile_gap_passes": gap_passes} if a.profile_gap_us else {}),
+            # The paced AllReduce profile (Cluster::profile_paced; runs saved before 2026-12-07's
+            # thirty-sixth session have none) and its passes.
+            **({"profile_paced": paced_path, "profile_paced_data": json.load(open(paced_path)),
+                "profile_paced_passes": paced_passes} if paced_passes else {}),
             "host": {"busy_before": busy_before, "busy_after": busy_after, "cpus": os.cpu_count(),
                      "cpu": cpu_model()}}
 

@@ -131,18 +131,23 @@ def profile_args(a, config):
     """amsp-cluster-predict's profile options for profile_kind: back to back (--profile), gapped
     (amsp-profile --gap-us, measured since 2026-12-03's reanalysis; earlier runs have none), or
     split: back to back for the calls chained after other calls and gapped for the calls between
-    two compute segments (--profile-after-compute, Cluster::profile_after_compute)."""
+    two compute segments (--profile-after-compute, Cluster::profile_after_compute); with gap or
+    split also the paced profile (--profile-paced) when the run measured one."""
     kind = profile_kind(a, config)
     if kind in ("gap", "split") and "profile_gap" not in config:
         print(f"check.py: --profile-kind {kind}: the run of {config['mesh']} {config['rate']} has no gapped "
               "profile (measured before amsp-profile --gap-us, or with --profile-gap-us 0) [rule cli.value]",
               file=sys.stderr)
         sys.exit(2)
+    # The AllReduces after compute over whole nodes, from the paced profile when the run has one
+    # and --paced-allreduce is on (Cluster::profile_paced); with the profiles of calls after compute only.
+    paced = ["--profile-paced", embedded_profile(config, "profile_paced")] \
+        if kind in ("gap", "split") and "profile_paced" in config and a.paced_allreduce == "on" else []
     if kind == "gap":
-        return ["--profile", embedded_profile(config, "profile_gap")]
+        return ["--profile", embedded_profile(config, "profile_gap")] + paced
     if kind == "split":
         return ["--profile", embedded_profile(config, "profile"),
-                "--profile-after-compute", embedded_profile(config, "profile_gap")]
+                "--profile-after-compute", embedded_profile(config, "profile_gap")] + paced
     return ["--profile", embedded_profile(config, "profile")]
 
 

@@ -4,7 +4,8 @@
 // inter-node bytes per rank, and the bytes the node links should carry under the collective
 // algorithms scripts/cluster.sh pins. Used by scripts/cluster-check.sh.
 //
-//   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json [--profile-after-compute gap.json] --node-gbit 1
+//   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json [--profile-after-compute gap.json]
+//       [--profile-paced paced.json] --node-gbit 1
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
@@ -13,7 +14,8 @@
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --profile prices the calls chained after other calls, --profile-after-compute (a profile of calls
 // after an idle gap) those between two compute segments (Cluster::profile_after_compute; without
-// it --profile prices both).
+// it --profile prices both). --profile-paced (amsp-profile --gap-timing paced) prices the AllReduce
+// after compute of the groups that hold every rank of two or more nodes (Cluster::profile_paced).
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
@@ -139,6 +141,7 @@ int run(int argc, char** argv) {
   if (const std::string p = a.text("profile"); !p.empty()) cluster.profile = BandwidthProfile::load(p);
   if (const std::string p = a.text("profile-after-compute"); !p.empty())
     cluster.profile_after_compute = BandwidthProfile::load(p);
+  if (const std::string p = a.text("profile-paced"); !p.empty()) cluster.profile_paced = BandwidthProfile::load(p);
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);

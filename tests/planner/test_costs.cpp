@@ -151,6 +151,42 @@ TEST_CASE("profile: calls between compute segments are priced from the after-com
   CHECK(reduce.seconds(c) == doctest::Approx(0.008));
 }
 
+TEST_CASE("profile: the AllReduce after compute of a whole-node group is priced from the paced profile") {
+  Cluster c = paper_cluster(4);
+  c.mesh = Mesh(2, 4);
+  BandwidthProfile chained, gapped, paced;
+  for (const Factor g : {Factor{2, 4}, Factor{2, 2}, Factor{1, 4}}) {
+    chained.add(op_kind::all_reduce, g, 2e5, 0.014);
+    gapped.add(op_kind::all_reduce, g, 2e5, 0.0128);
+    gapped.add(op_kind::reduce_scatter, g, 2e5, 0.0112);
+    paced.add(op_kind::all_reduce, g, 2e5, 0.0120);
+    paced.add(op_kind::reduce_scatter, g, 2e5, 0.0114);
+  }
+  c.profile = chained;
+  c.profile_after_compute = gapped;
+  // Without a paced profile the gapped one prices every call after compute.
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {2, 4}, true) == doctest::Approx(0.0128));
+  c.profile_paced = paced;
+  // Every rank of four nodes, and of two: the paced figure.
+  CHECK(c.paced_allreduce(op_kind::all_reduce, {2, 4}, true));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {2, 4}, true) == doctest::Approx(0.0120));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {2, 2}, true) == doctest::Approx(0.0120));
+  // A strided group (one rank of each node) shares the node links with its sibling: gapped.
+  CHECK(!c.paced_allreduce(op_kind::all_reduce, {1, 4}, true));
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {1, 4}, true) == doctest::Approx(0.0128));
+  // ReduceScatter of the same group: gapped, although the paced profile has it.
+  CHECK(c.collective_seconds(op_kind::reduce_scatter, 2e5, {2, 4}, true) == doctest::Approx(0.0112));
+  // Chained behind another call: back to back.
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {2, 4}, false) == doctest::Approx(0.014));
+  // A group inside one node has no node link to pace.
+  CHECK(!c.paced_allreduce(op_kind::all_reduce, {2, 1}, true));
+  // The paced profile lacks the size's shape: the gapped one, not the analytic model.
+  BandwidthProfile paced_world_only;
+  paced_world_only.add(op_kind::all_reduce, {2, 4}, 2e5, 0.0120);
+  c.profile_paced = paced_world_only;
+  CHECK(c.collective_seconds(op_kind::all_reduce, 2e5, {2, 2}, true) == doctest::Approx(0.0128));
+}
+
 TEST_CASE("profile: the first pair's end gives a call's head start") {
   // 1 MB: slowest 10 ms, first pair 4 ms (head start 6 ms, fraction 0.4); 100 MB: 500, 400 ms (0.8).
   const BandwidthProfile p = BandwidthProfile::from_json(parse_json(R"({"format": "amsp-bandwidth-profile/1",

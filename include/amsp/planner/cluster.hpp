@@ -54,6 +54,18 @@ struct Cluster {
   /// ReduceScatters of 200 KB ran 1.5-1.9x the wire (docs/cluster.md, "Blocking and nonblocking
   /// calls"). Absent: `profile` prices both.
   std::optional<BandwidthProfile> profile_after_compute;
+  /// Measured with each rank starting its next call as soon as its own last one ended, no barrier
+  /// between calls (amsp-profile --gap-timing paced: a training loop of equal compute segments):
+  /// prices the AllReduce after compute of a group that holds every rank of two or more nodes
+  /// (paced_allreduce), before profile_after_compute. Such a group shares its node links with no
+  /// other group, and in training its ranks arrive as they left the call before, not released
+  /// together by a barrier: on the emulated cluster DDP's 200 KB world AllReduce took 12.21 ms in
+  /// training, 12.01-12.04 paced, 12.80 after the gapped profile's barrier
+  /// (docs/planner-check-paced-allreduce.md). Not for other groups: two groups that share node
+  /// links drift apart in a paced loop and stop sharing them (paced 5.5-6.1 ms, training
+  /// 10.55); nor for ReduceScatter, which training pays as the gapped profile does. Absent: the
+  /// model before 2026-12-07 (thirty-sixth session).
+  std::optional<BandwidthProfile> profile_paced;
   /// Seconds every collective call costs on top of its transfer, profiled or analytic: the wait
   /// for the group's last rank to arrive from compute. A profile times collectives back to back,
   /// every rank already waiting, so it cannot see it; in training each call waits for the slowest
@@ -115,16 +127,23 @@ struct Cluster {
     const double transfer = transfer_seconds(op, bytes, group, after_compute), waits = overhead_seconds(op, group);
     return waits_overlap_transfer ? std::max(transfer, waits) : transfer + waits;
   }
-  /// The transfer alone, every rank already waiting: for a call after compute
-  /// profile_after_compute when it has the op and shape, else `profile` when it has them, else
-  /// the analytic model.
+  /// The transfer alone, every rank already waiting: for a call after compute profile_paced when
+  /// paced_allreduce holds and it has the shape, else profile_after_compute when it has the op and
+  /// shape; else `profile` when it has them, else the analytic model.
   [[nodiscard]] double transfer_seconds(comm::op_kind op, double bytes, Factor group, bool after_compute = false) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
+    if (profile_paced && paced_allreduce(op, group, after_compute))
+      if (const auto t = profile_paced->seconds(op, group, bytes)) return *t;
     if (after_compute && profile_after_compute)
       if (const auto t = profile_after_compute->seconds(op, group, bytes)) return *t;
     if (profile)
       if (const auto t = profile->seconds(op, group, bytes)) return *t;
     return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
+  }
+  /// True for the calls profile_paced prices: an AllReduce after compute over a group of every
+  /// rank of two or more nodes.
+  [[nodiscard]] bool paced_allreduce(comm::op_kind op, Factor group, bool after_compute) const {
+    return after_compute && op == comm::op_kind::all_reduce && group.inter > 1 && group.intra == mesh.ranks_per_node();
   }
   /// call_overhead_s + algorithm_steps · step_overhead_s of one call of `op` on `group`.
   [[nodiscard]] double overhead_seconds(comm::op_kind op, Factor group) const {

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The cluster check's paced AllReduce profile (Cluster::profile_paced): which of the plans' calls
+check_profiles.py measures paced, and the planner options check_predict.py then passes, against
+hand-written call lists (no cluster, no planner: amsp-cluster-predict's output is replaced).
+Exit 0 on success, 1 with the failed checks listed."""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cluster"))
+import check_predict  # noqa: E402
+import check_profiles  # noqa: E402
+
+failures = []
+
+
+def expect(name, got, want):
+    if got != want:
+        failures.append(f"{name}: got {got}, want {want}")
+
+
+# amsp-cluster-predict's "calls" (term, op, p0, p1, bytes, count, seconds) on a 2x4 mesh: the
+# world AllReduce and one over two whole nodes are paced; a strided group (one rank per node), a
+# group inside a node, a ReduceScatter over whole nodes and an empty call are not.
+CALLS = {"ddp": [["grad_replicas", "all_reduce", 2, 4, 199936, 2, 0.0], ["loss", "all_reduce", 2, 4, 8, 1, 0.0]],
+         "hsdp": [["grad_replicas", "all_reduce", 1, 4, 99968, 2, 0.0], ["gather", "all_gather", 2, 1, 4096, 4, 0.0]],
+         "zero2": [["grad", "reduce_scatter", 2, 4, 66048, 4, 0.0], ["grad", "all_reduce", 2, 2, 33024, 1, 0.0],
+                   ["norm", "all_reduce", 2, 1, 8, 1, 0.0], ["none", "all_reduce", 2, 4, 0, 1, 0.0]]}
+
+
+def fake_sh(cmd, timeout):
+    value = dict(zip(cmd[1::2], cmd[2::2]))
+    return "\n".join(json.dumps({"name": p, "calls": CALLS[p]}) for p in value["--plans"].split(";"))
+
+
+check_profiles.sh = fake_sh
+a = argparse.Namespace(predict="predict", global_batch=8, model_args=[])
+expect("paced groups and sizes", check_profiles.paced_allreduces(a, "2x4", ["ddp", "hsdp", "zero2"]),
+       (["2x2", "2x4"], [8, 33024, 199936]))
+expect("no whole-node AllReduce", check_profiles.paced_allreduces(a, "2x4", ["hsdp"]), ([], []))
+expect("every call size of a group of two or more", check_profiles.call_sizes(a, "2x4", ["hsdp", "zero2"]),
+       [8, 4096, 33024, 66048, 99968])
+
+# The planner's options for a run with a paced profile: its AllReduces over whole nodes priced from
+# it with the profiles of calls after compute (gap, split) only, unless --paced-allreduce off
+# reproduces the model before it.
+saved = {"cpus": "node", "profile": "b2b.json", "profile_gap": "gap.json"}
+paced_run = dict(saved, profile_paced="paced.json")
+
+
+def kind(profile_kind, paced="on"):
+    return argparse.Namespace(profile_kind=profile_kind, paced_allreduce=paced)
+
+
+expect("split, paced", check_predict.profile_args(kind("split"), paced_run),
+       ["--profile", "b2b.json", "--profile-after-compute", "gap.json", "--profile-paced", "paced.json"])
+expect("gap, paced", check_predict.profile_args(kind("gap"), paced_run),
+       ["--profile", "gap.json", "--profile-paced", "paced.json"])
+expect("back to back, paced measured", check_predict.profile_args(kind("back-to-back"), paced_run),
+       ["--profile", "b2b.json"])
+expect("split, paced off", check_predict.profile_args(kind("split", "off"), paced_run),
+       ["--profile", "b2b.json", "--profile-after-compute", "gap.json"])
+expect("split, no paced profile", check_predict.profile_args(kind("split"), saved),
+       ["--profile", "b2b.json", "--profile-after-compute", "gap.json"])
+
+for f in failures:
+    print("FAIL", f)
+print(f"test_check_profiles: {len(failures)} failures")
+sys.exit(1 if failures else 0)
