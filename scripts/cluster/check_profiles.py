@@ -28,18 +28,17 @@ def call_sizes(a, mesh, plans):
 
 def plan_calls(a, mesh, plans):
     """Every collective call of the plans, as amsp-cluster-predict lists them (term, op, p0, p1,
-    bytes, count, seconds)."""
+    bytes, count, seconds, paced: 1 when Cluster::paced_allreduce holds for it)."""
     out = sh([a.predict, "--mesh", mesh, "--plans", ";".join(plans), "--seconds-per-sample", "1e-3",
               "--global-batch", str(a.global_batch)] + a.model_args, 60)
     return [c for p in map(json.loads, out.splitlines()) for c in p["calls"]]
 
 
 def paced_allreduces(a, mesh, plans):
-    """The groups and sizes of the plans' AllReduces over every rank of two or more nodes, which
-    the planner prices from the paced profile (Cluster::paced_allreduce): (["RxN", ...], [bytes,
-    ...]); none when no plan has one."""
-    ranks = int(mesh.split("x")[0])
-    calls = [c for c in plan_calls(a, mesh, plans) if c[1] == "all_reduce" and c[2] == ranks and c[3] > 1 and c[4] > 0]
+    """The groups and sizes of the plans' calls the planner prices from the paced profile (the
+    AllReduces after compute over every rank of two or more nodes; the planner's rule,
+    Cluster::paced_allreduce, marks them): (["RxN", ...], [bytes, ...]); none when no plan has one."""
+    calls = [c for c in plan_calls(a, mesh, plans) if c[7] and c[4] > 0]
     return sorted({f"{c[2]}x{c[3]}" for c in calls}), sorted({int(c[4]) for c in calls})
 
 

@@ -34,7 +34,8 @@
 // the emulated cluster pins the recursive doubling and halving it needs, whatever --gather-scatter
 // counts for the overheads); off prices the model before 2026-12-04's trace.
 // Each line also lists every call
-// ("calls": term, op, p0, p1, bytes, count, seconds without the overheads) for the analysis of
+// ("calls": term, op, p0, p1, bytes, count, seconds without the overheads, 1 when the paced profile
+// prices it: Cluster::paced_allreduce) for the analysis of
 // the model's terms. --contention "k:seconds per sample,..." (measured with k of the ranks computing
 // at once, the others blocked; --contention-ranks ranks share the cores, default the world) prices
 // each schedule's compute at the contention its own step implies (contended_step_time); the line
@@ -208,9 +209,10 @@ int run(int argc, char** argv) {
       for (const CollectiveCall& c : t.calls) {
         calls += c.count;
         char buf[200];
-        std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g]", call_list.empty() ? "" : ",",
+        std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g,%d]", call_list.empty() ? "" : ",",
                       t.name.c_str(), std::string(comm::name_of(c.op)).c_str(), c.group.intra, c.group.inter, c.bytes,
-                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.after_compute));
+                      c.count, bare.collective_seconds(c.op, c.bytes, c.group, t.after_compute),
+                      cluster.paced_allreduce(c.op, c.group, t.after_compute) ? 1 : 0);
         call_list += buf;
       }
       for (const CollectiveCall& c : t.calls)

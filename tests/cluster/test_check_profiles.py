@@ -20,13 +20,15 @@ def expect(name, got, want):
         failures.append(f"{name}: got {got}, want {want}")
 
 
-# amsp-cluster-predict's "calls" (term, op, p0, p1, bytes, count, seconds) on a 2x4 mesh: the
-# world AllReduce and one over two whole nodes are paced; a strided group (one rank per node), a
-# group inside a node, a ReduceScatter over whole nodes and an empty call are not.
-CALLS = {"ddp": [["grad_replicas", "all_reduce", 2, 4, 199936, 2, 0.0], ["loss", "all_reduce", 2, 4, 8, 1, 0.0]],
-         "hsdp": [["grad_replicas", "all_reduce", 1, 4, 99968, 2, 0.0], ["gather", "all_gather", 2, 1, 4096, 4, 0.0]],
-         "zero2": [["grad", "reduce_scatter", 2, 4, 66048, 4, 0.0], ["grad", "all_reduce", 2, 2, 33024, 1, 0.0],
-                   ["norm", "all_reduce", 2, 1, 8, 1, 0.0], ["none", "all_reduce", 2, 4, 0, 1, 0.0]]}
+# amsp-cluster-predict's "calls" (term, op, p0, p1, bytes, count, seconds, paced) on a 2x4 mesh, the
+# last field the planner's rule (Cluster::paced_allreduce, tested in tests/planner/test_costs.cpp):
+# the world AllReduce and one over two whole nodes are paced; the norm's world AllReduce (chained),
+# a strided group, a group inside a node, a ReduceScatter and an empty call are not.
+CALLS = {"ddp": [["grad_replicas", "all_reduce", 2, 4, 199936, 2, 0.0, 1], ["norm", "all_reduce", 2, 4, 8, 1, 0.0, 0]],
+         "hsdp": [["grad_replicas", "all_reduce", 1, 4, 99968, 2, 0.0, 0],
+                  ["gather", "all_gather", 2, 1, 4096, 4, 0.0, 0]],
+         "zero2": [["grad", "reduce_scatter", 2, 4, 66048, 4, 0.0, 0], ["grad", "all_reduce", 2, 2, 33024, 1, 0.0, 1],
+                   ["norm", "all_reduce", 2, 1, 8, 1, 0.0, 0], ["none", "all_reduce", 2, 4, 0, 1, 0.0, 1]]}
 
 
 def fake_sh(cmd, timeout):
@@ -37,7 +39,7 @@ def fake_sh(cmd, timeout):
 check_profiles.sh = fake_sh
 a = argparse.Namespace(predict="predict", global_batch=8, model_args=[])
 expect("paced groups and sizes", check_profiles.paced_allreduces(a, "2x4", ["ddp", "hsdp", "zero2"]),
-       (["2x2", "2x4"], [8, 33024, 199936]))
+       (["2x2", "2x4"], [33024, 199936]))
 expect("no whole-node AllReduce", check_profiles.paced_allreduces(a, "2x4", ["hsdp"]), ([], []))
 expect("every call size of a group of two or more", check_profiles.call_sizes(a, "2x4", ["hsdp", "zero2"]),
        [8, 4096, 33024, 66048, 99968])
