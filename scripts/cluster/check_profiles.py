@@ -14,8 +14,8 @@ from check_stats import median_profile
 PROFILE_CALLS = "engine"
 
 
-def call_sizes(a, mesh, plans):
-    """The buffer sizes of the plans' own collective calls (amsp-cluster-predict's "calls", groups
+def call_sizes(calls):
+    """The buffer sizes of the plans' own collective calls (plan_calls, groups
     of more than one rank), so that the profile times them instead of interpolating between its
     sizes: on 4x2 at 200 Mbit/s the 64 KiB -> 256 KiB segment of the AllGather rose with slope 1.46
     in log-log (docs/planner-check-terms.md, "The waits for peers overlap the transfer"). The
@@ -23,7 +23,7 @@ def call_sizes(a, mesh, plans):
     only): Open MPI runs it by recursive doubling, 0.07-0.17 ms traced, where the profile's
     smallest ring AllReduce (4 KB) priced it at 0.23-0.34 ms at 1 Gbit/s
     (docs/planner-check-queued-and-norm.md)."""
-    return sorted({int(c[4]) for c in plan_calls(a, mesh, plans) if c[2] * c[3] > 1 and c[4] > 0})
+    return sorted({int(c[4]) for c in calls if c[2] * c[3] > 1 and c[4] > 0})
 
 
 def plan_calls(a, mesh, plans):
@@ -34,22 +34,24 @@ def plan_calls(a, mesh, plans):
     return [c for p in map(json.loads, out.splitlines()) for c in p["calls"]]
 
 
-def paced_allreduces(a, mesh, plans):
-    """The groups and sizes of the plans' calls the planner prices from the paced profile (the
+def paced_allreduces(calls):
+    """The groups and sizes of the plans' calls (plan_calls) the planner prices from the paced profile (the
     AllReduces after compute over every rank of two or more nodes; the planner's rule,
     Cluster::paced_allreduce, marks them): (["RxN", ...], [bytes, ...]); none when no plan has one."""
-    calls = [c for c in plan_calls(a, mesh, plans) if c[7] and c[4] > 0]
+    calls = [c for c in calls if c[7] and c[4] > 0]
     return sorted({f"{c[2]}x{c[3]}" for c in calls}), sorted({int(c[4]) for c in calls})
 
 
-def profile_pass(a, mesh, plans, path, gap_us=0):
-    """One pass of amsp-profile on the cluster into `path`: back to back (gap_us = 0, the planner's
-    profile for chained calls), or every call after an idle gap (--gap-us; fewer calls:
-    --profile-gap-iterations)."""
+def with_profile_sizes(a, sizes):
+    """`sizes` and --profile-sizes together, as amsp-profile --sizes takes them."""
+    return ",".join(str(b) for b in sorted({int(x) for x in a.profile_sizes.split(",")} | set(sizes)))
+
+
+def profile_pass(a, mesh, plans, sizes, path, gap_us=0):
+    """One pass of amsp-profile on the cluster into `path` at `sizes` (amsp-profile --sizes): back
+    to back (gap_us = 0, the planner's profile for chained calls), or every call after an idle gap
+    (--gap-us; fewer calls: --profile-gap-iterations)."""
     ranks, nodes = map(int, mesh.split("x"))
-    sizes = a.profile_sizes
-    if a.profile_call_sizes == "on":
-        sizes = ",".join(str(b) for b in sorted({int(x) for x in sizes.split(",")} | set(call_sizes(a, mesh, plans))))
     iterations = a.profile_gap_iterations if gap_us else a.profile_iterations
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
         "--ops", "all_gather,reduce_scatter,all_reduce", "--plans", ";".join(plans), "--sizes", sizes,
@@ -63,9 +65,8 @@ def paced_pass(a, mesh, groups, sizes, path):
     the sizes `sizes` and --profile-sizes, each rank starting its next call when its own last one
     ended after the gap (Cluster::profile_paced; docs/planner-check-paced-allreduce.md)."""
     ranks, nodes = map(int, mesh.split("x"))
-    sizes = ",".join(str(b) for b in sorted({int(x) for x in a.profile_sizes.split(",")} | set(sizes)))
     sh([CLUSTER, "run", "--", "-np", str(ranks * nodes), a.profile, "--backend", "mpi", "--mesh", mesh,
-        "--ops", "all_reduce", "--groups", ",".join(groups), "--sizes", sizes,
+        "--ops", "all_reduce", "--groups", ",".join(groups), "--sizes", with_profile_sizes(a, sizes),
         "--max-iterations", str(a.profile_gap_iterations), "--gap-us", str(a.profile_gap_us), "--gap-timing", "paced",
         "--mpi-check-calls", a.mpi_check_calls, "--calls", PROFILE_CALLS, "--out", path], 1800)
     return json.load(open(path))
@@ -78,13 +79,15 @@ def profiles(a, mesh, plans, path, gap_path, paced_path):
     passes ([back to back], [gapped], [paced]; the gapped list empty without --profile-gap-us, the
     paced one also with --paced-allreduce off or when no plan has an AllReduce over whole nodes)."""
     passes, gap_passes, paced_passes = [], [], []
-    groups, sizes = paced_allreduces(a, mesh, plans) if a.profile_gap_us and a.paced_allreduce == "on" else ([], [])
+    calls = plan_calls(a, mesh, plans)
+    sizes = with_profile_sizes(a, call_sizes(calls) if a.profile_call_sizes == "on" else [])
+    groups, paced_sizes = paced_allreduces(calls) if a.profile_gap_us and a.paced_allreduce == "on" else ([], [])
     for _ in range(a.profile_passes):
-        passes.append(profile_pass(a, mesh, plans, path))
+        passes.append(profile_pass(a, mesh, plans, sizes, path))
         if a.profile_gap_us:
-            gap_passes.append(profile_pass(a, mesh, plans, gap_path, a.profile_gap_us))
+            gap_passes.append(profile_pass(a, mesh, plans, sizes, gap_path, a.profile_gap_us))
         if groups:
-            paced_passes.append(paced_pass(a, mesh, groups, sizes, paced_path))
+            paced_passes.append(paced_pass(a, mesh, groups, paced_sizes, paced_path))
     for out, done in ((path, passes), (gap_path, gap_passes), (paced_path, paced_passes)):
         if done:
             with open(out, "w") as f:

@@ -38,10 +38,16 @@ def fake_sh(cmd, timeout):
 
 check_profiles.sh = fake_sh
 a = argparse.Namespace(predict="predict", global_batch=8, model_args=[])
-expect("paced groups and sizes", check_profiles.paced_allreduces(a, "2x4", ["ddp", "hsdp", "zero2"]),
+
+
+def calls(plans):
+    return check_profiles.plan_calls(a, "2x4", plans)
+
+
+expect("paced groups and sizes", check_profiles.paced_allreduces(calls(["ddp", "hsdp", "zero2"])),
        (["2x2", "2x4"], [33024, 199936]))
-expect("no whole-node AllReduce", check_profiles.paced_allreduces(a, "2x4", ["hsdp"]), ([], []))
-expect("every call size of a group of two or more", check_profiles.call_sizes(a, "2x4", ["hsdp", "zero2"]),
+expect("no whole-node AllReduce", check_profiles.paced_allreduces(calls(["hsdp"])), ([], []))
+expect("every call size of a group of two or more", check_profiles.call_sizes(calls(["hsdp", "zero2"])),
        [8, 4096, 33024, 66048, 99968])
 
 # The planner's options for a run with a paced profile: its AllReduces over whole nodes priced from
