@@ -101,6 +101,11 @@ def parse(description, argv=None):
                          "every rank of two or more nodes, and price those calls after compute from it "
                          "(Cluster::profile_paced, with the gapped profile; runs saved without it price as off); "
                          "off: the model before 2026-12-07 (docs/planner-check-paced-allreduce.md)")
+    ap.add_argument("--arrival-spread", choices=["on", "off"], default="on",
+                    help="price each paced AllReduce as far apart as its ranks reach it, from the end spread the "
+                         "gapped profile measured (Cluster::arrival_spread; runs saved before 2026-12-07's "
+                         "thirty-seventh session have none and price as off); off: the paced price alone "
+                         "(docs/planner-check-arrival-spread.md)")
     ap.add_argument("--out", default="cluster-check.json")
     ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
                                                     "and print again, measure nothing")

@@ -97,7 +97,7 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--overlap-slowdown", str(kappa), "--gather-stall", str(gather_stall_s), "--entry-skew", str(entry_skew_s),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
-            "--stagger", a.stagger] + \
+            "--stagger", a.stagger, "--arrival-spread", a.arrival_spread] + \
         compute_args + \
         (config["model_args"].split() if "model_args" in config else a.model_args)
 

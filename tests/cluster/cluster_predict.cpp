@@ -11,11 +11,15 @@
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
 //       [--sync-overhead 0] [--gather-stall 0] [--entry-skew 0] [--gather-scatter recursive|ring] [--waits overlap|add] [--stagger on|off]
+//       [--arrival-spread on|off]
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --profile prices the calls chained after other calls, --profile-after-compute (a profile of calls
 // after an idle gap) those between two compute segments (Cluster::profile_after_compute; without
 // it --profile prices both). --profile-paced (amsp-profile --gap-timing paced) prices the AllReduce
-// after compute of the groups that hold every rank of two or more nodes (Cluster::profile_paced).
+// after compute of the groups that hold every rank of two or more nodes (Cluster::profile_paced);
+// with --arrival-spread on (the default) each such call as far apart as its ranks reach it, from
+// the end spread --profile-after-compute measured (Cluster::arrival_spread; off: the paced price
+// alone, the model before 2026-12-07's thirty-seventh session).
 // --intra-gbytes (GB/s per rank inside a node) and --node-gbit (Gbit/s of a node link, the tc rate)
 // price the group shapes the profile lacks (the strided ones: one rank per node across nodes), with
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
@@ -143,6 +147,10 @@ int run(int argc, char** argv) {
   if (const std::string p = a.text("profile-after-compute"); !p.empty())
     cluster.profile_after_compute = BandwidthProfile::load(p);
   if (const std::string p = a.text("profile-paced"); !p.empty()) cluster.profile_paced = BandwidthProfile::load(p);
+  const std::string arrival_spread = a.text("arrival-spread", "on");
+  check(arrival_spread == "on" || arrival_spread == "off", "cli.value", "--arrival-spread must be on or off, got '",
+        arrival_spread, "'");
+  cluster.arrival_spread = arrival_spread == "on";
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);

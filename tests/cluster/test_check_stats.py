@@ -84,7 +84,7 @@ check.sh = fake_sh  # check.py's own binding of check_measure.sh: the one overhe
 class Args:
     predict, global_batch, overlap_slowdown, overhead_unit, model_args = "predict", 32, 1.0, "step", []
     call_overhead = sync_overhead = None
-    gather_scatter, profile_kind, waits, stagger = "ring", "back-to-back", "overlap", "on"
+    gather_scatter, profile_kind, waits, stagger, arrival_spread = "ring", "back-to-back", "overlap", "on", "on"
 
 
 config = {"mesh": "2x4", "rate": "1gbit", "profile": "p.json",

@@ -72,6 +72,20 @@ TEST_CASE("profile: with a gap, every call is timed alone and the idle gap is no
   // so it ends with the slowest rank.
   CHECK(g.entry.first_pair_seconds > 0);
   CHECK(g.entry.first_pair_seconds == doctest::Approx(g.entry.seconds));
+  // How far apart the two ranks ended: measured, no wider than the call.
+  CHECK(g.entry.end_spread_seconds >= 0);
+  CHECK(g.entry.end_spread_seconds <= g.entry.seconds);
+}
+
+TEST_CASE("profile: the widest spread of the ranks' ends within a group") {
+  const Mesh mesh(4, 2);
+  const std::vector<double> ends{5, 1, 7, 3, 2, 6, 4, 8};
+  CHECK(amsp_profile::widest_end_spread(factor_groups(mesh, Factor{4, 2}), ends) == 7.0);  // 1 to 8
+  // One group per node: 1 to 7 and 2 to 8, both 6.
+  CHECK(amsp_profile::widest_end_spread(factor_groups(mesh, Factor{4, 1}), ends) == 6.0);
+  // Pairs (0,1) (2,3) (4,5) (6,7): 4, 4, 4, 4; groups of one rank: no spread.
+  CHECK(amsp_profile::widest_end_spread(factor_groups(mesh, Factor{2, 1}), ends) == 4.0);
+  CHECK(amsp_profile::widest_end_spread(factor_groups(mesh, Factor{1, 1}), ends) == 0.0);
 }
 
 TEST_CASE("profile: the first pair of partners half a group apart, in the group where it ends last") {
@@ -93,6 +107,7 @@ TEST_CASE("profile: paced, every rank loops gap then call and the gaps are not c
   CHECK(g.entry.seconds < 0.05);  // the loop's time per call less the 50 ms gap
   CHECK(g.elapsed >= 2 * profile_gap);
   CHECK(g.entry.first_pair_seconds == 0);  // a loop has no per-call end of each rank
+  CHECK(g.entry.end_spread_seconds == 0);
 }
 
 TEST_CASE("profile: chained, the second of two calls after the gap, slowest rank against slowest rank") {

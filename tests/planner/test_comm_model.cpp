@@ -103,18 +103,25 @@ TEST_CASE("comm model: a bucket or wire element size that is not positive is ref
                        amsp::error);
 }
 
-TEST_CASE("comm model: one call per unit, units of equal size merged") {
+TEST_CASE("comm model: one reduction per unit in backward order, neighbours of equal size merged") {
   const std::vector<Module> units{{"x", 0, 100}, {"y", 1, 100}, {"z", 2, 300}};
   const PlanGroups groups(mesh, Plan{});
   const auto terms = comm_terms(groups, units, 1);
   REQUIRE(terms.size() == 1);
   CHECK(terms[0].window == Window::last_backward);
   REQUIRE(terms[0].calls.size() == 2);
-  CHECK(terms[0].calls[0].bytes == 200);
-  CHECK(terms[0].calls[0].count == 2);
-  CHECK(terms[0].calls[1].bytes == 600);
-  CHECK(terms[0].calls[1].count == 1);
+  CHECK(terms[0].calls[0].bytes == 600);  // the last unit's backward comes first
+  CHECK(terms[0].calls[0].count == 1);
+  CHECK(terms[0].calls[1].bytes == 200);
+  CHECK(terms[0].calls[1].count == 2);
   CHECK(terms[0].calls[0].group == Factor{4, 2});  // DDP: the whole world
+  // Equal sizes apart in the order stay apart: the calls between them change how they are reached.
+  const std::vector<Module> apart{{"x", 0, 100}, {"z", 1, 300}, {"y", 2, 100}};
+  const auto split = comm_terms(groups, apart, 1);
+  REQUIRE(split[0].calls.size() == 3);
+  CHECK(split[0].calls[0].bytes == 200);
+  CHECK(split[0].calls[1].bytes == 600);
+  CHECK(split[0].calls[2].bytes == 200);
 }
 
 TEST_CASE("comm model: the paper's formulas with t = S / (1 GB/s)") {

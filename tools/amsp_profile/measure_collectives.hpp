@@ -121,6 +121,19 @@ enum class GapTiming { slowest_call, paced, chained };
   return latest;
 }
 
+/// Of the groups of `set`, the widest spread of its ranks' ends (last minus first), `ends`
+/// indexed by world rank, every rank's end timed from its own release; 0 for groups of one rank.
+[[nodiscard]] inline double widest_end_spread(const GroupSet& set, const std::vector<double>& ends) {
+  double widest = 0;
+  for (const RankGroup& g : set.groups()) {
+    const auto [first, last] = std::minmax_element(g.ranks.begin(), g.ranks.end(), [&](int a, int b) {
+      return ends.at(static_cast<std::size_t>(a)) < ends.at(static_cast<std::size_t>(b));
+    });
+    widest = std::max(widest, ends.at(static_cast<std::size_t>(*last)) - ends.at(static_cast<std::size_t>(*first)));
+  }
+  return widest;
+}
+
 /// How much later the second of two chained calls ended on its slowest rank than the first did on
 /// its own: `ends` holds each rank's (end of the first call, end of the second), rank after rank,
 /// both from the rank's own start.
@@ -162,8 +175,9 @@ enum class GapTiming { slowest_call, paced, chained };
 /// instead follows a world barrier and an idle `gap` on every rank (links drained, token buckets
 /// refilled, TCP idle: what a call meets in training after a compute segment, which back-to-back
 /// calls never do), and the mean over the
-/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), and of the
-/// first pair's (ProfileEntry::first_pair_seconds, since 2026-12-04). `forms` says
+/// calls of the slowest rank's time of each is kept (before 2026-12-04: rank 0's), of the
+/// first pair's (ProfileEntry::first_pair_seconds, since 2026-12-04) and of the spread of the
+/// ranks' ends (ProfileEntry::end_spread_seconds, since 2026-12-07). `forms` says
 /// which ops are timed as their asynchronous call waited for at once (MPI: MPI_Iallgather, ... in
 /// libnbc) instead of the blocking one (MPI: the tuned component): a different implementation,
 /// which on the emulated cluster moves a different number of bytes or paces them differently
@@ -222,7 +236,8 @@ template <comm::communicator C>
         };
         once();  // warm-up: first touch, connection setup
         const int iterations = iterations_for(bytes, max_iterations);
-        double seconds = 0, first_pair_seconds = 0;  // the first pair: timed alone after a gap only
+        // The first pair and the ends' spread: timed alone after a gap only.
+        double seconds = 0, first_pair_seconds = 0, end_spread_seconds = 0;
         if (gap.count() > 0 && timing == GapTiming::paced) {
           world.barrier();
           const auto t0 = Clock::now();
@@ -266,6 +281,9 @@ template <comm::communicator C>
             // halving's first) to have both ended, in the group where that came last (the
             // engine's next reductions couple the groups).
             first_pair_seconds += last_groups_first_pair(set, every) / iterations;
+            // ... and the ranks leave it that far apart, so reach the next call after equal
+            // compute as far apart (Cluster::arrival_spread_seconds).
+            end_spread_seconds += widest_end_spread(set, every) / iterations;
           }
           world.barrier();
         } else {
@@ -275,7 +293,7 @@ template <comm::communicator C>
           world.barrier();
           seconds = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
         }
-        entries.push_back(ProfileEntry{op, shape, bytes, seconds, first_pair_seconds});
+        entries.push_back(ProfileEntry{op, shape, bytes, seconds, first_pair_seconds, end_spread_seconds});
       }
   }
   return entries;

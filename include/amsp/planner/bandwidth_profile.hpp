@@ -15,7 +15,10 @@
 // last; `seconds` is the slowest rank's end). On a shared link the ranks' transfers end one
 // after another, and such a pair, the one that recursive doubling closes with and recursive
 // halving opens with, starts its next exchange while the others still receive
-// (pair_head_start: docs/planner-check-stagger.md).
+// (pair_head_start: docs/planner-check-stagger.md). It also gives `end_spread_seconds`: how far
+// apart the ranks of a group, released together, leave the call (the widest group's spread), which
+// is how far apart they reach the next call after equal compute (end_spread:
+// docs/planner-check-arrival-spread.md).
 //
 // Between measured sizes we interpolate log(time) linearly in log(bytes): collective time is a
 // latency plateau followed by a straight line of slope 1 on a log-log plot, so piecewise log-log
@@ -58,6 +61,10 @@ struct ProfileEntry {
   /// Mean over the calls of when the first pair of ranks half a group apart had both ended, in
   /// the group where that came last (amsp-profile --gap-us); 0: not measured.
   double first_pair_seconds = 0;
+  /// Mean over the calls of the spread of the ranks' ends within a group, every rank timed from
+  /// its own release after the barrier and the gap, the widest group's (amsp-profile --gap-us);
+  /// 0: not measured.
+  double end_spread_seconds = 0;
 
   [[nodiscard]] double algbw_gbps() const { return static_cast<double>(bytes) / seconds / 1e9; }
   [[nodiscard]] double busbw_gbps() const { return algbw_gbps() * comm::bus_bandwidth_factor(op, group.size()); }
@@ -80,6 +87,7 @@ struct ProfileEntry {
     item["bytes"] = e.bytes;
     item["seconds"] = e.seconds;
     if (e.first_pair_seconds > 0) item["first_pair_seconds"] = e.first_pair_seconds;
+    if (e.end_spread_seconds > 0) item["end_spread_seconds"] = e.end_spread_seconds;
     item["algbw_gbps"] = e.algbw_gbps();
     item["busbw_gbps"] = e.busbw_gbps();
     list.push_back(std::move(item));
@@ -92,15 +100,18 @@ struct ProfilePoint {
   double bytes = 0;
   double seconds = 0;
   double first_pair_fraction = -1;  ///< first_pair_seconds / seconds; < 0: not measured
+  double end_spread_fraction = -1;  ///< end_spread_seconds / seconds; < 0: not measured
 };
 
 class BandwidthProfile {
 public:
   BandwidthProfile() = default;
 
-  /// Adds a measurement; bytes and seconds must be positive, and first_pair_seconds (0: not
-  /// measured) at most seconds (rule planner.profile).
-  void add(comm::op_kind op, Factor group, double bytes, double seconds, double first_pair_seconds = 0) {
+  /// Adds a measurement; bytes and seconds must be positive, first_pair_seconds (0: not measured)
+  /// at most seconds, end_spread_seconds (0: not measured) non-negative and at most seconds (a rank
+  /// cannot leave later than the slowest one) (rule planner.profile).
+  void add(comm::op_kind op, Factor group, double bytes, double seconds, double first_pair_seconds = 0,
+           double end_spread_seconds = 0) {
     check(bytes > 0 && seconds > 0 && std::isfinite(bytes) && std::isfinite(seconds), "planner.profile",
           "profile entry ", comm::name_of(op), " on ", to_string(group), " needs positive bytes and seconds, got ",
           bytes, " bytes in ", seconds, " s");
@@ -108,21 +119,29 @@ public:
           comm::name_of(op), " on ", to_string(group),
           ": first_pair_seconds (when the first pair had ended) must lie in (0, seconds = ", seconds, "], got ",
           first_pair_seconds);
+    check(end_spread_seconds >= 0 && end_spread_seconds <= seconds, "planner.profile", "profile entry ",
+          comm::name_of(op), " on ", to_string(group),
+          ": end_spread_seconds (how far apart the ranks ended) must lie in [0, seconds = ", seconds, "], got ",
+          end_spread_seconds);
     auto& points = curves_[key(op, group)];
-    points.push_back({bytes, seconds, first_pair_seconds > 0 ? first_pair_seconds / seconds : -1.0});
+    points.push_back({bytes, seconds, first_pair_seconds > 0 ? first_pair_seconds / seconds : -1.0,
+                      end_spread_seconds > 0 ? end_spread_seconds / seconds : -1.0});
     std::sort(points.begin(), points.end(), [](const ProfilePoint& a, const ProfilePoint& b) { return a.bytes < b.bytes; });
     // Repeated sizes (several runs) are averaged into one point; a fraction only over the runs
     // that measured one.
     std::vector<ProfilePoint> merged;
     for (std::size_t i = 0; i < points.size();) {
       std::size_t j = i;
-      double sum = 0, fractions = 0;
-      int measured = 0;
+      double sum = 0, pairs = 0, spreads = 0;
+      int pairs_measured = 0, spreads_measured = 0;
       for (; j < points.size() && points[j].bytes == points[i].bytes; ++j) {
         sum += points[j].seconds;
-        if (points[j].first_pair_fraction >= 0) fractions += points[j].first_pair_fraction, ++measured;
+        if (points[j].first_pair_fraction >= 0) pairs += points[j].first_pair_fraction, ++pairs_measured;
+        if (points[j].end_spread_fraction >= 0) spreads += points[j].end_spread_fraction, ++spreads_measured;
       }
-      merged.push_back({points[i].bytes, sum / static_cast<double>(j - i), measured ? fractions / measured : -1.0});
+      merged.push_back({points[i].bytes, sum / static_cast<double>(j - i),
+                        pairs_measured ? pairs / pairs_measured : -1.0,
+                        spreads_measured ? spreads / spreads_measured : -1.0});
       i = j;
     }
     points = std::move(merged);
@@ -150,19 +169,19 @@ public:
   /// beyond the measured sizes), or nullopt when the profile has no entry for that op and shape
   /// or not every entry of it measured the first pair.
   [[nodiscard]] std::optional<double> pair_head_start(comm::op_kind op, Factor group, double bytes) const {
-    const auto it = curves_.find(key(op, group));
-    if (it == curves_.end()) return std::nullopt;
-    const std::vector<ProfilePoint>& points = it->second;
-    if (std::any_of(points.begin(), points.end(), [](const ProfilePoint& p) { return p.first_pair_fraction < 0; }))
-      return std::nullopt;
-    if (bytes <= 0) return 0.0;
-    double fraction = points.front().first_pair_fraction;
-    if (bytes >= points.back().bytes) fraction = points.back().first_pair_fraction;
-    else if (bytes > points.front().bytes) {
-      const Bracket b = bracket(points, bytes);
-      fraction = b.lo.first_pair_fraction + b.f * (b.hi.first_pair_fraction - b.lo.first_pair_fraction);
-    }
-    return *seconds(op, group, bytes) * (1.0 - fraction);
+    const auto fraction = interpolated_fraction(op, group, bytes, &ProfilePoint::first_pair_fraction);
+    if (!fraction) return std::nullopt;
+    return *seconds(op, group, bytes) * (1.0 - *fraction);
+  }
+
+  /// Seconds from the first to the last rank of a group to leave `op` on a group of shape `group`
+  /// for a buffer of `bytes`, the ranks released together (seconds × end_spread_seconds / seconds,
+  /// the fraction interpolated as pair_head_start's), or nullopt when the profile has no entry
+  /// for that op and shape or not every entry of it measured the spread.
+  [[nodiscard]] std::optional<double> end_spread(comm::op_kind op, Factor group, double bytes) const {
+    const auto fraction = interpolated_fraction(op, group, bytes, &ProfilePoint::end_spread_fraction);
+    if (!fraction) return std::nullopt;
+    return *seconds(op, group, bytes) * *fraction;
   }
 
   /// Reads the document bandwidth_profile_json writes; errors name the entry (rule planner.profile, or
@@ -186,7 +205,10 @@ public:
         const Json* first = e.find("first_pair_seconds");
         check(!first || first->as_number() > 0, "planner.profile",
               "first_pair_seconds must be positive when given, got ", first ? first->as_number() : 0.0);
-        profile.add(op, group, bytes, seconds, first ? first->as_number() : 0.0);
+        const Json* spread = e.find("end_spread_seconds");
+        check(!spread || spread->as_number() > 0, "planner.profile",
+              "end_spread_seconds must be positive when given, got ", spread ? spread->as_number() : 0.0);
+        profile.add(op, group, bytes, seconds, first ? first->as_number() : 0.0, spread ? spread->as_number() : 0.0);
       } catch (const error& err) {
         fail("planner.profile", "bandwidth profile entry ", index, ": ", err.what());
       }
@@ -204,6 +226,23 @@ public:
   }
 
 private:
+  /// `field` (a fraction of seconds) at `bytes`, interpolated linearly in log(bytes) between the
+  /// measured sizes and held beyond them; nullopt when the profile has no entry for `op` and
+  /// `group` or one of its entries did not measure it.
+  [[nodiscard]] std::optional<double> interpolated_fraction(comm::op_kind op, Factor group, double bytes,
+                                                            double ProfilePoint::*field) const {
+    const auto it = curves_.find(key(op, group));
+    if (it == curves_.end()) return std::nullopt;
+    const std::vector<ProfilePoint>& points = it->second;
+    if (std::any_of(points.begin(), points.end(), [&](const ProfilePoint& p) { return p.*field < 0; }))
+      return std::nullopt;
+    if (bytes <= 0) return 0.0;
+    if (bytes <= points.front().bytes) return points.front().*field;
+    if (bytes >= points.back().bytes) return points.back().*field;
+    const Bracket b = bracket(points, bytes);
+    return b.lo.*field + b.f * (b.hi.*field - b.lo.*field);
+  }
+
   /// The measured points either side of `bytes` (strictly inside the measured sizes) and how far
   /// between them it lies in log(bytes), 0 at `lo` and 1 at `hi`.
   struct Bracket {

@@ -66,6 +66,14 @@ struct Cluster {
   /// 10.55); nor for ReduceScatter, which training pays as the gapped profile does. Absent: the
   /// model before 2026-12-07 (thirty-sixth session).
   std::optional<BandwidthProfile> profile_paced;
+  /// True: a paced AllReduce is priced by how far apart its ranks arrive (arrival_spread_seconds),
+  /// where profile_after_compute measured how far apart the ranks leave such a call
+  /// (BandwidthProfile::end_spread). In training the ranks leave a world AllReduce up to a third of
+  /// its time apart (its ring's order) and reach the next one after equal compute as far apart: a
+  /// call behind a smaller one then costs more than profile_paced (its own spread), the first
+  /// after compute what profile_after_compute says (docs/planner-check-arrival-spread.md). False:
+  /// profile_paced prices every such call, the model of 2026-12-07's thirty-sixth session.
+  bool arrival_spread = true;
   /// Seconds every collective call costs on top of its transfer, profiled or analytic: the wait
   /// for the group's last rank to arrive from compute. A profile times collectives back to back,
   /// every rank already waiting, so it cannot see it; in training each call waits for the slowest
@@ -139,6 +147,31 @@ struct Cluster {
     if (profile)
       if (const auto t = profile->seconds(op, group, bytes)) return *t;
     return analytic_seconds(op, bytes, group, mesh.ranks_per_node(), links);
+  }
+  /// The transfer of a paced AllReduce (paced_allreduce, after compute) that its ranks reach
+  /// `spread` seconds apart, from the last one's arrival: the call ends profile_after_compute's
+  /// time after its first rank arrives (the early ranks' bytes start through the links at once) or
+  /// profile_paced's time after its last (the rest waits for it), whichever is later, so
+  /// max(gapped − spread, paced). Traced on the emulated cluster, DDP's 200 KB world AllReduce on
+  /// 4x2 at 100 Mbit/s ended 27.4-27.7 ms after its first rank arrived whether they arrived 2.4 or
+  /// 6.5 ms apart (gapped: 27.0), its 74 KB one 7.8 ms after the last (paced: 7.8). Nullopt when
+  /// the departure spread is unknown (departure_spread_seconds) or a profile lacks the shape.
+  [[nodiscard]] std::optional<double> arrival_spread_seconds(comm::op_kind op, double bytes, Factor group,
+                                                             double spread) const {
+    if (!departure_spread_seconds(op, bytes, group)) return std::nullopt;
+    const auto gapped = profile_after_compute->seconds(op, group, bytes);
+    const auto paced = profile_paced->seconds(op, group, bytes);
+    if (!gapped || !paced) return std::nullopt;
+    return std::max(*gapped - spread, *paced);
+  }
+  /// How far apart the ranks leave a paced AllReduce after compute, so reach the next call of
+  /// their chain after equal compute: profile_after_compute's end spread. Nullopt unless
+  /// arrival_spread, both profiles and the measured spread are there and paced_allreduce holds.
+  [[nodiscard]] std::optional<double> departure_spread_seconds(comm::op_kind op, double bytes, Factor group) const {
+    if (!arrival_spread || !profile_paced || !profile_after_compute || !paced_allreduce(op, group, true) ||
+        !profile_paced->has(op, group))
+      return std::nullopt;
+    return profile_after_compute->end_spread(op, group, bytes);
   }
   /// True for the calls profile_paced prices: an AllReduce after compute over a group of every
   /// rank of two or more nodes.

@@ -38,6 +38,7 @@
 #include <utility>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -115,13 +116,33 @@ struct CommTerm {
   [[nodiscard]] double seconds(const Cluster& cluster) const { return seconds(cluster, after_compute); }
   /// The same with the profile chosen by `priced_after_compute` (the overlapped schedule decides
   /// per call: step_pipeline.hpp). The calls of the every-micro-batch window also wait for their
-  /// group to come out of compute (Cluster::between_compute_seconds) in both.
+  /// group to come out of compute (Cluster::between_compute_seconds) in both. Priced after compute,
+  /// a paced AllReduce is reached as far apart as its ranks left the call before it in the term
+  /// (the calls are in issue order, one per unit after its compute; the first reached together):
+  /// Cluster::arrival_spread_seconds.
   [[nodiscard]] double seconds(const Cluster& cluster, bool priced_after_compute) const {
     double t = 0;
-    for (const CollectiveCall& c : calls)
+    double spread = 0;  // how far apart the ranks reach the next call
+    for (const CollectiveCall& c : calls) {
+      const double wait = between_compute() ? cluster.between_compute_seconds(c.group) : 0.0;
+      const auto departure = priced_after_compute && waits_for_peers
+                                 ? cluster.departure_spread_seconds(c.op, c.bytes, c.group)
+                                 : std::nullopt;
+      if (departure) {
+        // The first of the count reached as the call before was left, the others as it was.
+        const auto one = [&](double arrival) {
+          return std::max(*cluster.arrival_spread_seconds(c.op, c.bytes, c.group, arrival),
+                          cluster.overhead_seconds(c.op, c.group)) + wait;
+        };
+        t += c.count >= 1 ? one(spread) + (c.count - 1) * one(*departure) : c.count * one(spread);
+        spread = *departure;
+        continue;
+      }
+      spread = 0;
       t += c.count * ((waits_for_peers ? cluster.collective_seconds(c.op, c.bytes, c.group, priced_after_compute)
                                        : cluster.transfer_seconds(c.op, c.bytes, c.group, priced_after_compute)) +
-                      (between_compute() ? cluster.between_compute_seconds(c.group) : 0.0));
+                      wait);
+    }
     return t;
   }
   /// True when the term's calls sit between two compute segments (the every-micro-batch window);
@@ -160,6 +181,18 @@ inline void add_per_unit(CommTerm& term, std::span<const Module> units, comm::op
   for (const Module& m : units) by_size[m.params] += per_unit_count;
   for (const auto& [params, count] : by_size)
     term.calls.push_back({op, bytes_per_param * static_cast<double>(params) / shard, count, group});
+}
+
+// The same in the order the engine issues a unit's last-micro-batch reductions, one after each
+// unit's backward (last unit first), merging only neighbours of equal size: the order a term's
+// calls reach each other in (CommTerm::seconds).
+inline void add_per_unit_backward(CommTerm& term, std::span<const Module> units, comm::op_kind op,
+                                  double bytes_per_param, double shard, Factor group) {
+  for (auto m = units.rbegin(); m != units.rend(); ++m) {
+    const double bytes = bytes_per_param * static_cast<double>(m->params) / shard;
+    if (!term.calls.empty() && term.calls.back().bytes == bytes) term.calls.back().count += 1.0;
+    else term.calls.push_back({op, bytes, 1.0, group});
+  }
 }
 
 // Shape of the ranks sharing rank 0's P shard across the world (the paper's s_dp/s_p group).
@@ -215,14 +248,14 @@ inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<co
     return added;
   };
   if (even && s_os > s_g)
-    add_per_unit(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce_scatter,
-                   o.grad_wire_bytes, s_g, 1.0, group_shape(groups.os_split(), mesh));
+    add_per_unit_backward(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce_scatter,
+                          o.grad_wire_bytes, s_g, group_shape(groups.os_split(), mesh));
   if (!even && s_os > s_p)
-    add_per_unit(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce,
-                   o.grad_wire_bytes, s_p, 1.0, group_shape(groups.spread(), mesh));
+    add_per_unit_backward(reduction(TrafficTerm::grad_reduce_os), units, comm::op_kind::reduce,
+                          o.grad_wire_bytes, s_p, group_shape(groups.spread(), mesh));
   if (mesh.world_size() > s_os)
-    add_per_unit(reduction(TrafficTerm::grad_replicas), units, comm::op_kind::all_reduce,
-                   o.grad_wire_bytes, s_os, 1.0, group_shape(groups.os_replica(), mesh));
+    add_per_unit_backward(reduction(TrafficTerm::grad_replicas), units, comm::op_kind::all_reduce,
+                          o.grad_wire_bytes, s_os, group_shape(groups.os_replica(), mesh));
   if (s_os > 1) {
     CommTerm& norm = term(TrafficTerm::grad_norm, Window::last_backward);
     norm.calls.push_back({comm::op_kind::all_reduce, sizeof(double), 1.0, plan.os});
