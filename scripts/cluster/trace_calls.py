@@ -13,13 +13,17 @@ docs/planner-check-reproducibility.md read such traces.
 With --by-thread the summary of queued calls keeps each thread's calls apart (the main thread's
 blocking calls, such as amsp-train's loss AllReduce, from the engine's streams', such as the
 gradient norm's AllReduce of the same size).
+With --positions it prints instead each blocking call by its place in the step (from rank 0's
+step start), medians over the steps after --skip: how far apart the ranks start it, the time from
+the last and from the first rank's start to the last rank's end, and how far apart they end it
+(docs/planner-check-arrival-spread.md: a call is reached as far apart as the one before was left).
 With --issued it prints instead the chains of nonblocking calls each stream issues after step()
 (the main thread's `step` wait) until the next: by thread and place in the chain, op and bytes (as
 the trace records them: an AllGather's are each rank's part), the median time from a call's issue
 to the next issue on its thread. Where the stream issues a call once the one before it completed,
 as the spread after the update does, that is the call's own time (docs/planner-check-step-start.md,
 "The spread's chain"); a gather stream's prefetches wait for compute instead.
-Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread] [--issued]"""
+Usage: trace_calls.py PREFIX [--steps 2,5] [--stall 1.3] [--by-thread] [--issued] [--positions [--skip 3]]"""
 import argparse
 import bisect
 import glob
@@ -99,10 +103,16 @@ def main():
                    "thread's (main) and each stream's (thread N)")
     p.add_argument("--issued", action="store_true", help="print the chains of nonblocking calls the streams "
                    "issue after step() instead (what the spread's calls take)")
+    p.add_argument("--positions", action="store_true", help="print each call by its place in the step instead: "
+                   "the ranks' arrival and end spreads and its time from the last and the first arrival")
+    p.add_argument("--skip", type=int, default=3, help="with --positions: steps left out at the start (default 3)")
     a = p.parse_args()
     ranks = load(a.prefix)
     if a.issued:
         print_issued(ranks)
+        return
+    if a.positions:
+        print_positions(ranks, a.skip)
         return
     starts = step_starts(ranks[0])
     for k in (int(s) for s in a.steps.split(",") if s):
@@ -162,6 +172,40 @@ def print_arrivals(ranks):
     for (op, size, group), v in sorted(a.items()):
         print(f"{op} {size:.0f} {group}: {len(v)} | " + " | ".join(
             f"{statistics.median(x[k] for x in v) / 1e3:.2f}" for k in range(3)))
+
+
+def positions(ranks, skip=3):
+    """{place in the step from 0: (op, bytes, [(arrival spread, last start to last end, first
+    start to last end, end spread), ...])} in us, the k-th blocking call of every rank taken as one
+    call and placed in the step where rank 0 started it, steps before `skip` left out; None when
+    the ranks' sequences differ."""
+    calls = [blocking_calls(events) for events in ranks]
+    if len({len(c) for c in calls}) != 1 or any((e["name"], e["args"]["bytes"]) != (same[0]["name"],
+                                                same[0]["args"]["bytes"]) for same in zip(*calls) for e in same):
+        return None
+    starts = step_starts(ranks[0])
+    out, place = {}, {}
+    for same in zip(*calls):
+        step = bisect.bisect_right(starts, same[0]["ts"]) - 1
+        k = place[step] = place.get(step, -1) + 1
+        if step < skip or step >= len(starts) - 1:
+            continue
+        begin, end = [e["ts"] for e in same], [e["ts"] + e["dur"] for e in same]
+        _, _, v = out.setdefault(k, (same[0]["name"], same[0]["args"]["bytes"], []))
+        v.append((max(begin) - min(begin), max(end) - max(begin), max(end) - min(begin), max(end) - min(end)))
+    return out
+
+
+def print_positions(ranks, skip):
+    placed = positions(ranks, skip)
+    if placed is None:
+        print("positions: the ranks' sequences of blocking calls differ; not aligned")
+        return
+    print("place op bytes: steps | ranks arrive apart | last start to last end | first start to last end | "
+          "ranks end apart (median ms)")
+    for k, (op, size, v) in sorted(placed.items()):
+        print(f"{k} {op} {size:.0f}: {len(v)} | " + " | ".join(
+            f"{statistics.median(x[j] for x in v) / 1e3:.2f}" for j in range(4)))
 
 
 if __name__ == "__main__":
