@@ -118,6 +118,13 @@ TEST_CASE("arrival spread: each call of the term is reached as far apart as the 
   c.arrival_spread = true;
   // Chained behind other calls (priced back to back): unchanged.
   CHECK(t.seconds(c, false) == doctest::Approx(4 * 30e-3));
+  // The waits for peers as for every call: hidden under a longer transfer, or added to it.
+  c.call_overhead_s = 1e-3;
+  CHECK(t.seconds(c) == doctest::Approx(62.5e-3));
+  c.waits_overlap_transfer = false;
+  CHECK(t.seconds(c) == doctest::Approx(66.5e-3));
+  c.waits_overlap_transfer = true;
+  c.call_overhead_s = 0;
   // A call the rule does not price (a strided AllReduce, here from the back-to-back profile, the
   // others lacking its shape) hands on no spread: the block after it is reached together, 27.0.
   CommTerm mixed = t;

@@ -132,7 +132,12 @@ struct Cluster {
   [[nodiscard]] double collective_seconds(comm::op_kind op, double bytes, Factor group,
                                           bool after_compute = false) const {
     if (group.size() <= 1 || bytes <= 0) return 0.0;
-    const double transfer = transfer_seconds(op, bytes, group, after_compute), waits = overhead_seconds(op, group);
+    return with_waits(transfer_seconds(op, bytes, group, after_compute), op, group);
+  }
+  /// A call of `op` on `group` whose transfer lasts `transfer` seconds, with its waits for peers
+  /// (overhead_seconds): the longer of the two, or their sum without waits_overlap_transfer.
+  [[nodiscard]] double with_waits(double transfer, comm::op_kind op, Factor group) const {
+    const double waits = overhead_seconds(op, group);
     return waits_overlap_transfer ? std::max(transfer, waits) : transfer + waits;
   }
   /// The transfer alone, every rank already waiting: for a call after compute profile_paced when

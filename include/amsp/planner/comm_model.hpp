@@ -131,8 +131,8 @@ struct CommTerm {
       if (departure) {
         // The first of the count reached as the call before was left, the others as it was.
         const auto one = [&](double arrival) {
-          return std::max(*cluster.arrival_spread_seconds(c.op, c.bytes, c.group, arrival),
-                          cluster.overhead_seconds(c.op, c.group)) + wait;
+          return cluster.with_waits(*cluster.arrival_spread_seconds(c.op, c.bytes, c.group, arrival), c.op, c.group) +
+                 wait;
         };
         t += c.count >= 1 ? one(spread) + (c.count - 1) * one(*departure) : c.count * one(spread);
         spread = *departure;
