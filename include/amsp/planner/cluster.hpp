@@ -163,7 +163,7 @@ struct Cluster {
   /// the departure spread is unknown (departure_spread_seconds) or a profile lacks the shape.
   [[nodiscard]] std::optional<double> arrival_spread_seconds(comm::op_kind op, double bytes, Factor group,
                                                              double spread) const {
-    if (!departure_spread_seconds(op, bytes, group)) return std::nullopt;
+    if (!priced_by_arrival(op, group) || !profile_after_compute->end_spread(op, group, bytes)) return std::nullopt;
     const auto gapped = profile_after_compute->seconds(op, group, bytes);
     const auto paced = profile_paced->seconds(op, group, bytes);
     if (!gapped || !paced) return std::nullopt;
@@ -173,10 +173,14 @@ struct Cluster {
   /// their chain after equal compute: profile_after_compute's end spread. Nullopt unless
   /// arrival_spread, both profiles and the measured spread are there and paced_allreduce holds.
   [[nodiscard]] std::optional<double> departure_spread_seconds(comm::op_kind op, double bytes, Factor group) const {
-    if (!arrival_spread || !profile_paced || !profile_after_compute || !paced_allreduce(op, group, true) ||
-        !profile_paced->has(op, group))
-      return std::nullopt;
+    if (!priced_by_arrival(op, group)) return std::nullopt;
     return profile_after_compute->end_spread(op, group, bytes);
+  }
+  /// True when arrival_spread is on, both profiles are there and paced_allreduce holds for a call
+  /// of `op` on `group` after compute that the paced profile has.
+  [[nodiscard]] bool priced_by_arrival(comm::op_kind op, Factor group) const {
+    return arrival_spread && profile_paced && profile_after_compute && paced_allreduce(op, group, true) &&
+           profile_paced->has(op, group);
   }
   /// True for the calls profile_paced prices: an AllReduce after compute over a group of every
   /// rank of two or more nodes.
