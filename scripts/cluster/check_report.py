@@ -8,14 +8,13 @@ import statistics
 
 import check_stats
 from check_measure import MODES
-from check_stats import best_fit, bootstrap_floor, distinct_plans, separable_pairs, summarize
+from check_stats import best_fit, bootstrap_floor, distinct_plans, paper_claim, separable_pairs, summarize, \
+    targets_met
 
 
 def verdict(s):
-    """Which of the three targets a summary (check_stats.summarize) meets, from the unrounded
-    figures (a Spearman of 0.898 prints as 0.90 to two places and misses)."""
-    met = {"error": s["median_abs_error"] <= 0.15, "Spearman": s["spearman"] >= 0.9,
-           "pick": s["pick_over_best"] <= 0.05}
+    """Which of the three targets a summary (check_stats.summarize) meets (check_stats.targets_met)."""
+    met = targets_met(s)
     hit = [k for k, ok in met.items() if ok]
     miss = [k for k, ok in met.items() if not ok]
     return "met: " + (", ".join(hit) or "none") + ("; missed: " + ", ".join(miss) if miss else "")
@@ -80,14 +79,12 @@ def print_tables(config):
                 f"{name} {statistics.correlation([r['diagnose'][k] for r in rows], bare):+.2f}"
                 if len({r['diagnose'][k] for r in rows}) > 1 else f"{name} n/a"
                 for name, k in ((f"{config['model']['overhead_unit']}s", 1), ("calls between compute segments", 2))))
-        amsp = [r for r in distinct if r["plan"].startswith("amsp-")]
-        peers = [r for r in distinct if r["plan"] == "zero3" or r["plan"].startswith("mics")]
-        if amsp and peers:
-            best = min(amsp, key=lambda r: r["measured"])
+        claim = paper_claim(distinct)
+        if claim:
+            best, peers = claim
             print("paper's claim (the best AMSP preset vs ZeRO-3 and MiCS), measured (predicted): " + ", ".join(
                 f"{best['plan']} {best['measured']:.3f} s ({best['predicted']:.3f}) vs {r['plan']} {r['measured']:.3f} s "
-                f"({r['predicted']:.3f}): {r['measured'] / best['measured']:.2f}x ({r['predicted'] / best['predicted']:.2f}x)"
-                for r in peers))
+                f"({r['predicted']:.3f}): {measured:.2f}x ({predicted:.2f}x)" for r, measured, predicted in peers))
         print(f"median |error| {100 * s['median_abs_error']:.1f} % (target <= 15 %), Spearman {s['spearman']:.3f} "
               f"(>= 0.9), planner's pick {s['pick']} vs measured best {s['best']}: {100 * s['pick_over_best']:+.1f} % "
               f"(<= 5 %); {verdict(s)}")

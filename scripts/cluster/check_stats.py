@@ -99,6 +99,26 @@ def summarize(rows, merge_identical=True):
             "pick": pick["plan"], "best": best["plan"], "pick_over_best": pick["measured"] / best["measured"] - 1}
 
 
+def targets_met(s):
+    """{target: met} for a summary (summarize): median |error| <= 15 %, Spearman >= 0.9, the pick
+    within 5 % of the measured best (issue 14's targets), from the unrounded figures (a Spearman of
+    0.898 prints as 0.90 to two places and misses)."""
+    return {"error": s["median_abs_error"] <= 0.15, "Spearman": s["spearman"] >= 0.9,
+            "pick": s["pick_over_best"] <= 0.05}
+
+
+def paper_claim(rows):
+    """The paper's claim on one case's rows (distinct plans): the AMSP preset measured fastest and,
+    for ZeRO-3 and each MiCS plan among the rows, (row, its measured step over the preset's, its
+    predicted step over the preset's predicted); None without an AMSP preset or such a peer."""
+    amsp = [r for r in rows if r["plan"].startswith("amsp-")]
+    peers = [r for r in rows if r["plan"] == "zero3" or r["plan"].startswith("mics")]
+    if not amsp or not peers:
+        return None
+    best = min(amsp, key=lambda r: r["measured"])
+    return best, [(r, r["measured"] / best["measured"], r["predicted"] / best["predicted"]) for r in peers]
+
+
 def best_fit(rows, with_sync=True):
     """Diagnosis, not a prediction: the two overheads fitted to the checked plans' own measured
     steps (least squares of the relative error, neither negative): the best any calibration of the

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The planner against the emulated cluster, every saved run at once: saved runs of
+scripts/cluster/check.py (--out files, plain or .xz) priced again with today's model (check.py
+--reanalyze, each run with its own calibration) and scored on the check's targets (median |error|
+<= 15 %, Spearman >= 0.9, the planner's pick within 5 % of the measured best;
+check_stats.targets_met), one table:
+
+  - a row per run: the run's name (its file name without `cluster-check-` and the extension), its
+    rate, and for each case (mesh and schedule) `error / Spearman / pick`, a missed target in bold;
+  - per rate and over all runs: the cases that meet each target and all three, the pairs of plans
+    whose repeats do not overlap (check_stats.separable_pairs) and how many the planner orders
+    right;
+  - the paper's claim (check_stats.paper_claim): in how many cases the best AMSP preset measured
+    and predicted ahead of ZeRO-3 and of MiCS, and by how much (least..most);
+  - the bytes the node links carried over the bytes of the pinned algorithms (least..most over
+    every plan of every case).
+
+This is the check's proof table (docs/planner.md, bench/README.md): one command reproduces it
+from the data in bench/data. check.py's own options (the model's switches, --build) go as
+--option=value and apply to every run, so that a term can be scored on and off:
+
+  python3 scripts/cluster/scorecard.py bench/data/cluster-check-2026-12-07-{as,at,au,av}.json.xz
+  python3 scripts/cluster/scorecard.py bench/data/cluster-check-2026-12-07-b[g-i].json.xz --arrival-spread=off
+
+Exit 2 on a bad argument or an unreadable run.
+"""
+import argparse
+import os
+import sys
+
+import check
+import check_args
+import check_stats
+from check_stats import distinct_plans, paper_claim, separable_pairs, summarize, targets_met
+
+PROGRAM = "scorecard.py"
+TARGETS = ("error", "Spearman", "pick")
+
+
+def run_name(path):
+    """`bench/data/cluster-check-2026-12-07-bg.json.xz` -> `2026-12-07-bg`."""
+    name = os.path.basename(path)
+    for suffix in (".xz", ".json"):
+        name = name[:-len(suffix)] if name.endswith(suffix) else name
+    return name[len("cluster-check-"):] if name.startswith("cluster-check-") else name
+
+
+def case_score(rows):
+    """One case's table rows (check.analyze's, one schedule of one configuration) scored: the
+    summary over the distinct plans (check_stats.summarize), which targets it meets, the separable
+    pairs and how many are ordered right, the paper's claim as (peer, measured ratio, predicted
+    ratio) triples (empty without one), and each plan's link bytes over the model's (plans without
+    a link model left out)."""
+    distinct = distinct_plans(rows)
+    s = summarize(rows)
+    claim = paper_claim(distinct)
+    link = [r["link_measured"] / r["link_model"] for r in rows
+            if r.get("link_model") and r.get("link_measured") == r.get("link_measured")]
+    return {"summary": s, "met": targets_met(s), "separable": separable_pairs(distinct),
+            "claim": [(r["plan"], m, p) for r, m, p in claim[1]] if claim else [], "link": link}
+
+
+def cell(score):
+    """`error / Spearman / pick` of a case, each missed target in bold."""
+    s, met = score["summary"], score["met"]
+    # Three places where two would round a miss (0.898) or a hit (0.902) to 0.90.
+    rho = f"{s['spearman']:.3f}" if 0.895 <= s["spearman"] < 0.905 else f"{s['spearman']:.2f}"
+    parts = (f"{100 * s['median_abs_error']:.1f} %", rho, f"{100 * s['pick_over_best']:+.1f} %")
+    return " / ".join(p if met[t] else f"**{p}**" for p, t in zip(parts, TARGETS))
+
+
+def tally(scores):
+    """Totals over a list of case scores: cases, cases meeting each target and all three,
+    separable pairs and those ordered right, the claim per peer kind ("zero3", "mics") as [cases,
+    measured ahead, predicted ahead, least and most measured ratio, least and most predicted],
+    and the least and most link-bytes ratio."""
+    out = {"cases": len(scores), "all": sum(all(s["met"].values()) for s in scores),
+           "pairs": sum(s["separable"][0] for s in scores), "right": sum(s["separable"][1] for s in scores)}
+    for t in TARGETS:
+        out[t] = sum(s["met"][t] for s in scores)
+    claim = {}
+    for s in scores:
+        for peer, measured, predicted in s["claim"]:
+            kind = "mics" if peer.startswith("mics") else peer
+            c = claim.setdefault(kind, [0, 0, 0, [], []])
+            c[0] += 1
+            c[1] += measured > 1
+            c[2] += predicted > 1
+            c[3].append(measured)
+            c[4].append(predicted)
+    out["claim"] = {k: c[:3] + [min(c[3]), max(c[3]), min(c[4]), max(c[4])] for k, c in claim.items()}
+    links = [x for s in scores for x in s["link"]]
+    out["link"] = (min(links), max(links)) if links else None
+    return out
+
+
+def print_scorecard(runs):
+    """`runs`: [(name, rate, {(mesh, mode): score})] in the order given."""
+    cases = []  # in the order the runs first name them (the check's: 4x2 before 2x4, overlap first)
+    for _, _, by_case in runs:
+        cases += [c for c in by_case if c not in cases]
+    print("Median |error| / Spearman / pick against the measured best; a missed target in bold.\n")
+    print("| run | rate | " + " | ".join(f"{mesh} {mode}" for mesh, mode in cases) + " |")
+    print("|---|---|" + "---|" * len(cases))
+    for name, rate, by_case in runs:
+        print(f"| {name} | {rate} | " + " | ".join(cell(by_case[c]) if c in by_case else "–" for c in cases) + " |")
+    rates = []
+    for _, rate, _ in runs:
+        if rate not in rates:
+            rates.append(rate)
+    groups = [(rate, [s for _, r, by_case in runs if r == rate for s in by_case.values()]) for rate in rates]
+    groups.append(("all", [s for _, _, by_case in runs for s in by_case.values()]))
+    print("\n| rate | cases | error met | Spearman met | pick met | all three | separable pairs ordered right |")
+    print("|---|---|---|---|---|---|---|")
+    totals = {}
+    for rate, scores in groups:
+        t = totals[rate] = tally(scores)
+        print(f"| {rate} | {t['cases']} | {t['error']} | {t['Spearman']} | {t['pick']} | {t['all']} | "
+              f"{t['right']} of {t['pairs']} |")
+    t = totals["all"]
+    for kind, label in (("zero3", "ZeRO-3"), ("mics", "MiCS")):
+        if kind in t["claim"]:
+            n, measured, predicted, m_lo, m_hi, p_lo, p_hi = t["claim"][kind]
+            print(f"\nPaper's claim, the best AMSP preset against {label}: ahead in {measured} of {n} cases measured "
+                  f"({m_lo:.2f}–{m_hi:.2f}x), in {predicted} of {n} predicted ({p_lo:.2f}–{p_hi:.2f}x).")
+    if t["link"]:
+        lo, hi = t["link"]
+        print(f"\nNode-link bytes measured over the pinned algorithms' bytes: {100 * (lo - 1):+.1f} to "
+              f"{100 * (hi - 1):+.1f} % over every plan of every case.")
+    return totals
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="saved runs (check.py --out)")
+    own, options = ap.parse_known_args()
+    # The rest are check.py's own options, each as --option=value, so that none of their values is
+    # taken for a saved run.
+    if any(not o.startswith("--") or "=" not in o for o in options):
+        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
+    sys.argv = ["check.py", "--reanalyze", own.runs[0], *options]
+    a = check_args.parse(check.__doc__)
+    check_stats.STEP_ESTIMATOR = a.estimator
+    runs = []
+    for path in own.runs:
+        by_rate = {}
+        for config in check.load_run(path, PROGRAM):
+            config = check.analyze(a, config)
+            scores = by_rate.setdefault(config["rate"], {})
+            for mode, rows in config["tables"].items():
+                scores[(config["mesh"], mode)] = case_score(rows)
+        for rate, scores in by_rate.items():
+            runs.append((run_name(path), rate, scores))
+    print_scorecard(runs)
+
+
+if __name__ == "__main__":
+    main()
