@@ -26,8 +26,8 @@ import sys
 import check_args
 import check_stats
 from check_measure import CLUSTER, leave_through_finally_on_sigterm, program_failure, run_config, sh
-from check_predict import PROFILE_KINDS, compute_model_args, contention_args, predict_command, profile_kind, \
-    update_seconds
+from check_predict import PROFILE_KINDS, compute_model_args, contention_args, emulated_device_ms, predict_command, \
+    profile_kind, queued_device, update_seconds
 from check_report import print_tables
 from phase_compare import compare as compare_phases
 from check_stats import measured_compute, measured_computing, run_medians, slope, summarize, typical_step
@@ -127,8 +127,9 @@ def analyze(a, config):
     overhead, sync = overheads(a, config, compute_args)
     skew, skew_from = entry_skew(a, config)
     kappa, kappa_from = overlap_slowdown(a, config, compute_args, overhead, sync, skew)
-    stall, stall_from = gather_stall(a, config, compute_args, overhead, sync, kappa, skew)
-    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa, stall, skew)
+    per_call, per_call_from = overlap_call(a, config, compute_args, overhead, sync, kappa, skew)
+    stall, stall_from = gather_stall(a, config, compute_args, overhead, sync, kappa, skew, per_call)
+    predict = predict_command(a, config, plans, compute_args, overhead, sync, kappa, stall, skew, per_call)
     predictions = {p["name"]: p for p in map(json.loads, sh(predict, 60).splitlines())}
     tables = {}
     for mode, by_plan in config["runs"].items():
@@ -155,7 +156,7 @@ def analyze(a, config):
     if a.diagnose:
         # The same predictions with each overhead raised by 1 ms: the step's slope in each.
         def predicted(step_s, sync_s):
-            command = predict_command(a, config, plans, compute_args, step_s, sync_s, kappa, stall, skew)
+            command = predict_command(a, config, plans, compute_args, step_s, sync_s, kappa, stall, skew, per_call)
             return {p["name"]: p for p in map(json.loads, sh(command, 60).splitlines())}
         base, d_step, d_sync = predicted(0, 0), predicted(1e-3, 0), predicted(0, 1e-3)
         for mode, rows in tables.items():
@@ -175,6 +176,7 @@ def analyze(a, config):
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
                        "update_from": update_seconds(a, config)[1],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
+                       "overlap_call": per_call, "overlap_call_from": per_call_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,
                        "entry_skew": skew, "entry_skew_from": skew_from,
                        "contention": contention_args(a, config)[1:] or
@@ -197,14 +199,18 @@ def entry_skew(a, config):
 
 def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s, entry_skew_s=0.0):
     """(κ, where it comes from) for a run's predictions with overlap: --overlap-slowdown when given;
-    else calibrated like the overheads, from a plan not among those checked: the κ in [0, 1] that
-    makes the planner's step with overlap of CALL_PLAN equal its measured one (runs since
-    2026-12-04's tenth session measure it); else, for runs without that measurement, 1 where the
-    example computes on the CPU (the cores that compute also move the bytes, and Open MPI
-    progresses nonblocking collectives only inside MPI calls: docs/planner-check-terms.md) and 0
-    under an emulated accelerator (amsp-train --device-ms-per-sequence: a sleep that leaves the
-    cores to the communication, as a GPU's kernels leave the host;
-    docs/planner-check-accelerator.md). The step with overlap never falls as κ grows: bisection."""
+    else from a plan not among those checked, CALL_PLAN with overlap (runs since 2026-12-04's tenth
+    session measure it): by default (--overlap-form call) the compute it lost beside communication,
+    its measured compute (amsp-train's step without its waits) over the planner's, divided by the
+    seconds the planner has its streams busy inside compute, in [0, 1] (the rest of its step goes
+    to overlap_call); with --overlap-form beside, or for runs without its records (before
+    2026-12-06's run ao), the κ in [0, 1] that makes its predicted step with overlap its measured
+    one (the model before 2026-12-07's thirty-eighth session; the step never falls as κ grows:
+    bisection). Runs without that plan with overlap: 1 where the example computes on the CPU (the
+    cores that compute also move the bytes, and Open MPI progresses nonblocking collectives only
+    inside MPI calls: docs/planner-check-terms.md), 0 under an emulated accelerator (amsp-train
+    --device-ms-per-sequence: a sleep that leaves the cores to the communication, as a GPU's
+    kernels leave the host; docs/planner-check-accelerator.md)."""
     if a.overlap_slowdown is not None:
         return a.overlap_slowdown, "--overlap-slowdown"
     cal = config["calibration"]
@@ -212,13 +218,45 @@ def overlap_slowdown(a, config, compute_args, call_overhead_s, sync_overhead_s, 
         device = emulated_device_ms(config.get("train_args", "")) > 0
         return (0.0, "not measured: 0 under an emulated accelerator") if device else \
             (1.0, "not measured: 1 for CPU compute")
+    records = cal.get("plan_records", {}).get(f"{cal['call_plan']} overlap")
+
+    def predicted(kappa):
+        return json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, call_overhead_s,
+                                             sync_overhead_s, kappa, 0.0, entry_skew_s), 60))
+    if a.overlap_form == "call" and records:
+        at0 = predicted(0.0)
+        beside = predicted(1.0)["overlapped"] - at0["overlapped"]
+        lost = measured_compute(records) - at0["compute"]
+        kappa = min(1.0, max(0.0, lost / beside)) if beside > 0 else 0.0
+        return kappa, f"{cal['call_plan']}'s compute with overlap"
+    measured = typical_step(cal["call_plan_overlap_runs"])
+    return matching_value(lambda kappa: predicted(kappa)["overlapped"], measured, 0.0, 1.0, 20, cal["call_plan"],
+                          "its step at κ = 0 already reaches the measured one",
+                          "its step at κ = 1 stays below the measured one")
+
+
+def overlap_call(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa, entry_skew_s=0.0):
+    """(seconds, where they come from) the step with overlap adds per collective call of the step
+    (Cluster::overlap_call_s): --overlap-call when given; else, with --overlap-form call (the
+    default), calibrated like κ from CALL_PLAN with overlap, after κ: the seconds per call that make
+    its predicted step its measured one (docs/planner-check-overlap-slowdown.md); 0 with
+    --overlap-form beside or for runs without that plan's records. The step never falls as the
+    seconds grow: bisection over [0, 1 ms]."""
+    if a.overlap_call is not None:
+        return a.overlap_call, "--overlap-call"
+    cal = config["calibration"]
+    if a.overlap_form != "call":
+        return 0.0, "--overlap-form beside"
+    if not cal.get("call_plan_overlap_runs") or f"{cal['call_plan']} overlap" not in cal.get("plan_records", {}):
+        return 0.0, "not measured: 0"
     measured = typical_step(cal["call_plan_overlap_runs"])
 
-    def step(kappa):
+    def step(per_call):
         return json.loads(sh(predict_command(a, config, [cal["call_plan"]], compute_args, call_overhead_s,
-                                             sync_overhead_s, kappa, 0.0, entry_skew_s), 60))["overlapped"]
-    return matching_value(step, measured, 0.0, 1.0, 20, cal["call_plan"], "its step at κ = 0 already reaches the measured one",
-                          "its step at κ = 1 stays below the measured one")
+                                             sync_overhead_s, kappa, 0.0, entry_skew_s, per_call), 60))["overlapped"]
+    return matching_value(step, measured, 0.0, 1e-3, 20, cal["call_plan"],
+                          "its step without it already reaches the measured one",
+                          "its step at 1 ms a call stays below the measured one")
 
 
 def matching_value(step, measured, lo, hi, rounds, plan, at_lo, at_hi):
@@ -234,7 +272,8 @@ def matching_value(step, measured, lo, hi, rounds, plan, at_lo, at_hi):
     return (lo + hi) / 2, f"{plan} with overlap"
 
 
-def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa, entry_skew_s=0.0):
+def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kappa, entry_skew_s=0.0,
+                 overlap_call_s=0.0):
     """(seconds, where they come from) a unit's compute waits after a gather inside a node in the
     step with overlap (Cluster::gather_stall_s): --gather-stall when given; else calibrated like κ,
     from a plan not among those checked that gathers inside a node: the stall that makes the
@@ -250,33 +289,11 @@ def gather_stall(a, config, compute_args, call_overhead_s, sync_overhead_s, kapp
 
     def step(stall):
         return json.loads(sh(predict_command(a, config, [cal["sync_plan"]], compute_args, call_overhead_s,
-                                             sync_overhead_s, kappa, stall, entry_skew_s), 60))["overlapped"]
+                                             sync_overhead_s, kappa, stall, entry_skew_s, overlap_call_s),
+                             60))["overlapped"]
     return matching_value(step, measured, 0.0, 2e-3, 16, cal["sync_plan"],
                           "its step without a stall already reaches the measured one",
                           "its step with 2 ms stalls stays below the measured one")
-
-
-def train_arg(train_args, option):
-    """The value of amsp-train's `option` in a run's --train-args (either "--opt X" or "--opt=X";
-    the last one counts, as in amsp-train), None when absent."""
-    words, value = train_args.split(), None
-    for i, w in enumerate(words):
-        if w == option and i + 1 < len(words):
-            value = words[i + 1]
-        elif w.startswith(option + "="):
-            value = w.split("=", 1)[1]
-    return value
-
-
-def emulated_device_ms(train_args):
-    """amsp-train's --device-ms-per-sequence in a run's --train-args, 0 when absent."""
-    return float(train_arg(train_args, "--device-ms-per-sequence") or 0.0)
-
-
-def queued_device(train_args):
-    """Whether a run's emulated device queues its kernels (amsp-train --device-ms-per-sequence X
-    --device-timing queued): the host's work between kernels is hidden behind them, as on a GPU."""
-    return emulated_device_ms(train_args) > 0 and train_arg(train_args, "--device-timing") == "queued"
 
 
 def gap_summary(a, config):

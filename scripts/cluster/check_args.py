@@ -40,6 +40,13 @@ def parse(description, argv=None):
     ap.add_argument("--overlap-slowdown", type=float, default=None,
                     help="the planner's kappa: 1 = communication hides behind no compute, 0 = hidden for free "
                          "(default: calibrated from the run's CALL_PLAN with overlap; see overlap_slowdown)")
+    ap.add_argument("--overlap-form", choices=["call", "beside"], default="call",
+                    help="what CALL_PLAN's step with overlap calibrates: kappa from its compute and the rest "
+                         "per collective call (call, the default), or kappa alone from its step (beside, the "
+                         "model before 2026-12-07's thirty-eighth session; docs/planner-check-overlap-slowdown.md)")
+    ap.add_argument("--overlap-call", type=float, default=None,
+                    help="seconds the step with overlap adds per collective call (Cluster::overlap_call_s; "
+                         "default: calibrated with --overlap-form call, else 0)")
     ap.add_argument("--compute", choices=["step", "origin", "line"], default="origin",
                     help="compute model from the calibration (see compute_model_args)")
     ap.add_argument("--contention", choices=["on", "off"], default="on",
@@ -116,7 +123,7 @@ def parse(description, argv=None):
                          "DDP's (phase_compare.py)")
     a = ap.parse_args(argv)
     require_at_least(ap, 0, " seconds", (("--update-seconds", a.update_seconds), ("--gather-stall", a.gather_stall),
-                                          ("--entry-skew", a.entry_skew)))
+                                          ("--entry-skew", a.entry_skew), ("--overlap-call", a.overlap_call)))
     require_at_least(ap, 1, "", (("--repeats", a.repeats), ("--steps", a.steps),
                                  ("--profile-passes", a.profile_passes)))
     if a.update_seconds is not None and a.compute == "line":

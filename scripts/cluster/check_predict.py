@@ -85,16 +85,17 @@ def model_parameters(config):
 
 
 def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_overhead_s=0.0, kappa=0.0,
-                    gather_stall_s=0.0, entry_skew_s=0.0):
-    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown), `gather_stall_s`
-    and `entry_skew_s` only change the step with overlap (check.py's overlap_slowdown, gather_stall
-    and entry_skew resolve them)."""
+                    gather_stall_s=0.0, entry_skew_s=0.0, overlap_call_s=0.0):
+    """amsp-cluster-predict's command for `plans`; `kappa` (the overlap slowdown), `gather_stall_s`,
+    `entry_skew_s` and `overlap_call_s` only change the step with overlap (check.py's
+    overlap_slowdown, gather_stall, entry_skew and overlap_call resolve them)."""
     mesh, rate, links = config["mesh"], config["rate"], config["links"]
     return [a.predict, "--mesh", mesh, "--plans", ";".join(plans), *profile_args(a, config),
             "--node-gbit", str(rate_gbit(rate)), "--intra-gbytes", str(links["intra_gbytes"]),
             "--intra-latency", str(links["intra_latency"]), "--inter-latency", str(links["inter_latency"]),
             "--global-batch", str(config.get("global_batch", a.global_batch)),
             "--overlap-slowdown", str(kappa), "--gather-stall", str(gather_stall_s), "--entry-skew", str(entry_skew_s),
+            "--overlap-call", str(overlap_call_s),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
             "--stagger", a.stagger, "--arrival-spread", a.arrival_spread] + \
@@ -167,3 +168,26 @@ def embedded_profile(config, key):
 def rate_gbit(rate):
     m = re.match(r"([0-9.]+)([kmgt]?)bit$", rate)
     return float(m.group(1)) * {"": 1e-9, "k": 1e-6, "m": 1e-3, "g": 1.0, "t": 1e3}[m.group(2)]
+
+
+def train_arg(train_args, option):
+    """The value of amsp-train's `option` in a run's --train-args (either "--opt X" or "--opt=X";
+    the last one counts, as in amsp-train), None when absent."""
+    words, value = train_args.split(), None
+    for i, w in enumerate(words):
+        if w == option and i + 1 < len(words):
+            value = words[i + 1]
+        elif w.startswith(option + "="):
+            value = w.split("=", 1)[1]
+    return value
+
+
+def emulated_device_ms(train_args):
+    """amsp-train's --device-ms-per-sequence in a run's --train-args, 0 when absent."""
+    return float(train_arg(train_args, "--device-ms-per-sequence") or 0.0)
+
+
+def queued_device(train_args):
+    """Whether a run's emulated device queues its kernels (amsp-train --device-ms-per-sequence X
+    --device-timing queued): the host's work between kernels is hidden behind them, as on a GPU."""
+    return emulated_device_ms(train_args) > 0 and train_arg(train_args, "--device-timing") == "queued"

@@ -10,7 +10,7 @@
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
-//       [--sync-overhead 0] [--gather-stall 0] [--entry-skew 0] [--gather-scatter recursive|ring] [--waits overlap|add] [--stagger on|off]
+//       [--sync-overhead 0] [--gather-stall 0] [--entry-skew 0] [--overlap-call 0] [--gather-scatter recursive|ring] [--waits overlap|add] [--stagger on|off]
 //       [--arrival-spread on|off]
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --profile prices the calls chained after other calls, --profile-after-compute (a profile of calls
@@ -28,7 +28,9 @@
 // sits between two compute segments (Cluster::sync_overhead_s), --gather-stall seconds is what a
 // unit's compute waits after its gather in the overlapped step when the gathers stay inside a node
 // (Cluster::gather_stall_s), --entry-skew seconds how far after the first rank the last one enters
-// a step, before which the overlapped step's first forward cannot start (Cluster::entry_skew_s).
+// a step, before which the overlapped step's first forward cannot start (Cluster::entry_skew_s),
+// --overlap-call seconds what the step with overlap adds per collective call of the step, the
+// loss AllReduce included (Cluster::overlap_call_s).
 // A step is a hand-over of the
 // algorithm: --gather-scatter ring (the default) counts n − 1 for all_gather and reduce_scatter,
 // recursive ⌈log2 n⌉ (Cluster::gather_scatter). The waits and the transfer of a call overlap
@@ -156,6 +158,7 @@ int run(int argc, char** argv) {
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
   cluster.gather_stall_s = a.number("gather-stall", 0.0);
   cluster.entry_skew_s = a.number("entry-skew", 0.0);
+  cluster.overlap_call_s = a.number("overlap-call", 0.0);
   // The hand-overs --step-overhead is paid for: rings (n − 1, the default: it predicts the cluster's
   // steps better, docs/planner-check-terms.md), or the recursive doubling / halving scripts/cluster.sh pins.
   const std::string stagger_flag = a.text("stagger", "on");
@@ -172,11 +175,12 @@ int run(int argc, char** argv) {
   check(waits == "overlap" || waits == "add", "cli.value", "--waits must be overlap or add, got '", waits, "'");
   cluster.waits_overlap_transfer = waits == "overlap";
   check(cluster.call_overhead_s >= 0 && cluster.step_overhead_s >= 0 && cluster.sync_overhead_s >= 0 &&
-            cluster.gather_stall_s >= 0 && cluster.entry_skew_s >= 0,
+            cluster.gather_stall_s >= 0 && cluster.entry_skew_s >= 0 && cluster.overlap_call_s >= 0,
         "cli.value",
-        "--call-overhead, --step-overhead, --sync-overhead, --gather-stall and --entry-skew must be >= 0 seconds, got ",
+        "--call-overhead, --step-overhead, --sync-overhead, --gather-stall, --entry-skew and --overlap-call must be "
+        ">= 0 seconds, got ",
         cluster.call_overhead_s, ", ", cluster.step_overhead_s, ", ", cluster.sync_overhead_s, ", ",
-        cluster.gather_stall_s, ", ", cluster.entry_skew_s);
+        cluster.gather_stall_s, ", ", cluster.entry_skew_s, ", ", cluster.overlap_call_s);
   const double kappa = a.number("overlap-slowdown", 0.0);
   // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
   // communication, all of the model's parameters updated), or given directly.
@@ -234,6 +238,7 @@ int run(int argc, char** argv) {
     step.gather_in_backward = schedule.reshard_after_forward;
     step.gather_stall = cluster.gather_stall_s;
     step.entry_skew = cluster.entry_skew_s;
+    step.overlap_calls = cluster.overlap_call_s * calls;  // the engine's calls and the loss AllReduce
     if (stagger) step.stagger = backward_stagger(terms, cluster, M, step.gather_in_backward);
     const Factor world{mesh.ranks_per_node(), mesh.nodes()};
     step.wait = cluster.collective_seconds(comm::op_kind::all_reduce, sizeof(double), world);

@@ -85,6 +85,7 @@ class Args:
     predict, global_batch, overlap_slowdown, overhead_unit, model_args = "predict", 32, 1.0, "step", []
     call_overhead = sync_overhead = None
     gather_scatter, profile_kind, waits, stagger, arrival_spread = "ring", "back-to-back", "overlap", "on", "on"
+    overlap_form, overlap_call = "call", None
 
 
 config = {"mesh": "2x4", "rate": "1gbit", "profile": "p.json",

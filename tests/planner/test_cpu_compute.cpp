@@ -146,3 +146,42 @@ TEST_CASE("contended_step_time: fixed points of the compute under CPU contention
   CHECK_THROWS_WITH_AS((void)contended_step_time(base, 0.0, cpu, 1.0, terms, {0.03}),
                        doctest::Contains("planner.contention"), amsp::error);
 }
+
+TEST_CASE("the overlapped step's seconds per collective call: the windows, the engine's schedule, by hand") {
+  const Mesh mesh(4, 2);
+  const Plan plan = preset("zero1", mesh);
+  const ComputeModel model{0.01, 1.0 / 3.0, 1e-8};
+  StepCompute c = measured_step_compute(plan, model, 64, 2, 8e6);  // 1.28 s compute, update 0.01 s
+  // Three terms of 2, 1 and 3 calls: 6 calls a step.
+  std::vector<CommTerm> terms{{"every", Window::every_micro_batch}, {"spread", Window::first_forward},
+                              {"replicas", Window::last_backward}};
+  terms[0].calls = {{comm::op_kind::reduce_scatter, 1e3, 2, {4, 2}}};
+  terms[1].calls = {{comm::op_kind::all_gather, 1e3, 1, {4, 2}}};
+  terms[2].calls = {{comm::op_kind::all_reduce, 1e3, 1, {1, 2}}, {comm::op_kind::all_reduce, 2e3, 2, {1, 2}}};
+  CHECK(calls_per_step(terms) == 6.0);
+  const std::vector<double> seconds{0.2, 0.05, 0.1};
+  const StepTime without = step_time(c, 0.0, terms, seconds);
+  c.overlap_calls = 6 * 0.002;  // 2 ms a call
+  const StepTime with = step_time(c, 0.0, terms, seconds);
+  CHECK(with.overlapped == doctest::Approx(without.overlapped + 0.012));
+  CHECK(with.serial == doctest::Approx(without.serial));  // the step without overlap is priced by its calls
+  // The same through the engine's schedule, unit by unit (two units of equal share).
+  c.unit_shares = {0.5, 0.5};
+  c.overlap_calls = 0;
+  const StepTime units_without = step_time(c, 0.0, terms, seconds);
+  c.overlap_calls = 0.012;
+  CHECK(step_time(c, 0.0, terms, seconds).overlapped == doctest::Approx(units_without.overlapped + 0.012));
+  // From the cluster (the FLOP model's step): Cluster::overlap_call_s × the terms' calls, the
+  // step without overlap unchanged; a negative one is refused.
+  const ModelSpec m = parse_model("7b");
+  const Workload w;
+  Cluster cluster = paper_cluster(2);
+  const StepTime gpu_without = step_time(plan, m, w, cluster, terms, seconds);
+  cluster.overlap_call_s = 0.002;
+  validate(cluster);
+  const StepTime gpu_with = step_time(plan, m, w, cluster, terms, seconds);
+  CHECK(gpu_with.overlapped == doctest::Approx(gpu_without.overlapped + 0.012));
+  CHECK(gpu_with.serial == doctest::Approx(gpu_without.serial));
+  cluster.overlap_call_s = -1e-3;
+  CHECK_THROWS_WITH_AS(validate(cluster), doctest::Contains("per collective call"), amsp::error);
+}

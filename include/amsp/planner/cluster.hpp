@@ -45,6 +45,14 @@ struct Cluster {
   /// Compute slows by this fraction of the communication running beside it (NCCL kernels take SMs
   /// and HBM bandwidth from the model's kernels); see step_model.hpp.
   double overlap_slowdown = 0;
+  /// Seconds the step with overlap grows per collective call of the step, beyond its schedule
+  /// and κ: each call's hand-over between the host and its stream and its progress, polled on the
+  /// cores that compute. On the emulated cluster at 1 Gbit/s (2x4) the overlapped step's excess
+  /// over the schedule follows a plan's calls more closely than its communication beside compute
+  /// (in 7 of 9 runs), and the plan κ is calibrated on loses no compute beside communication:
+  /// calibrated from that plan's step, 0.06–0.09 ms a call there (docs/planner-check-overlap-slowdown.md).
+  /// 0 by default (a GPU's streams take their calls without the host's cores).
+  double overlap_call_s = 0;
   Links links{};
   std::optional<BandwidthProfile> profile;  ///< measured; the analytic model fills its gaps
   /// Measured with every call after an idle gap (amsp-profile --gap-us): prices the transfer of
@@ -215,6 +223,8 @@ inline void validate(const Cluster& c) {
         c.entry_skew_s, " s");
   check(c.overlap_slowdown >= 0 && c.overlap_slowdown <= 1, "planner.cluster", "cluster '", c.name,
         "': overlap slowdown must lie in [0, 1], got ", c.overlap_slowdown);
+  check(c.overlap_call_s >= 0, "planner.cluster", "cluster '", c.name,
+        "': the overlapped step's seconds per collective call must be non-negative, got ", c.overlap_call_s);
   check(c.links.intra_bytes_per_second > 0 && c.links.node_bytes_per_second > 0 && c.links.intra_latency_s >= 0 &&
             c.links.inter_latency_s >= 0,
         "planner.cluster", "cluster '", c.name, "': link bandwidths must be positive and latencies non-negative");

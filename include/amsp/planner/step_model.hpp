@@ -16,7 +16,8 @@
 // per-micro-batch traffic spread evenly over all compute. The step is cut into three windows --
 // first forward, the middle, last backward -- each lasting max(its compute, its communication),
 // where compute running beside communication is slowed by the cluster's overlap_slowdown κ:
-//     T = update + Σ_windows max(compute_w + κ·comm_w, comm_w).
+//     T = update + Σ_windows max(compute_w + κ·comm_w, comm_w)  (+ the cluster's seconds per
+// collective call, Cluster::overlap_call_s, times the step's calls: StepCompute::overlap_calls).
 // Per-micro-batch traffic is apportioned to the windows in proportion to their compute. This
 // ignores what no window can hide (the first module's gather before any compute exists, the last
 // bucket's reduction after the backward ends) and lets a call hide behind compute that runs
@@ -90,7 +91,18 @@ struct StepCompute {
   BackwardStagger stagger = {};
   double gather_stall = 0;  ///< Cluster::gather_stall_s, for the overlapped step (UnitSchedule)
   double entry_skew = 0;    ///< Cluster::entry_skew_s, for the overlapped step (UnitSchedule)
+  /// Seconds the step with overlap adds for its collective calls: Cluster::overlap_call_s × the
+  /// calls of the step (calls_per_step, and any the program makes itself).
+  double overlap_calls = 0;
 };
+
+/// The collective calls of one step: every call of every term, each counted `count` times.
+[[nodiscard]] inline double calls_per_step(const std::vector<CommTerm>& terms) {
+  double calls = 0;
+  for (const CommTerm& t : terms)
+    for (const CollectiveCall& c : t.calls) calls += c.count;
+  return calls;
+}
 
 /// Each term's seconds three ways, in `terms` order: as the schedule without overlap prices it
 /// (CommTerm::seconds), every call back to back (`chained`: the overlapped step's queued calls)
@@ -146,12 +158,12 @@ struct TermPrices {
             pipelined_step_seconds(units, overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds,
                                    &s.phases);
         t >= 0) {
-      s.overlapped = t + compute.wait;
+      s.overlapped = t + compute.wait + compute.overlap_calls;
       return s;
     }
   }
   const auto window = [k = overlap_slowdown](double c, double comm) { return std::max(c + k * comm, comm); };
-  s.overlapped = s.update + compute.wait + window(forward, first + every * share_first) +
+  s.overlapped = s.update + compute.wait + compute.overlap_calls + window(forward, first + every * share_first) +
                  window(middle, every * (1.0 - share_first - share_last)) + window(backward, last + every * share_last);
   return s;
 }
@@ -177,7 +189,8 @@ struct TermPrices {
                                 ? BackwardStagger{}
                                 : backward_stagger(terms, c, w.micro_batches, gather_in_backward),
                             c.gather_stall_s,
-                            c.entry_skew_s};
+                            c.entry_skew_s,
+                            c.overlap_call_s * calls_per_step(terms)};
   StepTime s = step_time(compute, c.overlap_slowdown, terms, term_seconds, chained_seconds, gapped_seconds);
   const double model_flops = model_flops_per_token(m, w) * static_cast<double>(w.tokens_per_rank());
   s.mfu = model_flops / (s.overlapped * c.peak_flops);
