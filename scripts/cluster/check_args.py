@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import check_measure
+import check_stats
 from check_measure import CLUSTER, MODES, ROOT, SYNC_PLAN
 from check_predict import PROFILE_KINDS
 
@@ -167,6 +168,20 @@ def parse(description, argv=None):
             if known.returncode != 0:
                 ap.error(f"--plans on {mesh}: {known.stderr.strip()}")
     return a
+
+
+def parse_for_saved_runs(ap, description, argv=None):
+    """For the scripts that price saved runs again (plan_errors.py, scorecard.py,
+    overlap_forms.py): their own arguments from `ap` (a `runs` list among them) and check.py's
+    settings (`description`: check.py's) from the rest, each given as --option=value so that none
+    of their values is taken for a saved run (argparse's error, exit 2, otherwise); the step
+    estimator set where check_stats.typical_step reads it. Returns (own arguments, settings)."""
+    own, options = ap.parse_known_args(argv)
+    if any(not o.startswith("--") or "=" not in o for o in options):
+        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
+    a = parse(description, ["--reanalyze", own.runs[0], *options])
+    check_stats.STEP_ESTIMATOR = a.estimator
+    return own, a
 
 
 def require_at_least(ap, minimum, unit, named_values):

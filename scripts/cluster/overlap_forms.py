@@ -30,7 +30,6 @@ import sys
 import check
 import check_args
 import check_predict
-import check_stats
 from check_programs import sh
 from check_stats import measured_compute, run_medians, summarize, targets_met, typical_step
 
@@ -92,12 +91,7 @@ def priced(a, config):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="saved runs (check.py --out) with the calibration plans' records")
-    own, options = ap.parse_known_args()
-    if any(not o.startswith("--") or "=" not in o for o in options):
-        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
-    sys.argv = ["check.py", "--reanalyze", own.runs[0], *options]
-    a = check_args.parse(check.__doc__)
-    check_stats.STEP_ESTIMATOR = a.estimator
+    own, a = check_args.parse_for_saved_runs(ap, check.__doc__)
     met = {}  # (mesh, rate) -> {form: cases meeting all three}
     print("run mesh rate: Spearman per form (* a target missed): " + ", ".join(FORMS))
     for path in own.runs:

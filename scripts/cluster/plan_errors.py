@@ -60,15 +60,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="saved runs (check.py --out)")
     ap.add_argument("--reference", default="ddp", help="the plan every error is taken against (default ddp)")
-    own, options = ap.parse_known_args()
-    # The rest are check.py's own options (the model's, --build, --estimator), each as
-    # --option=value, so that none of their values is taken for a saved run.
-    if any(not o.startswith("--") or "=" not in o for o in options):
-        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
+    own, a = check_args.parse_for_saved_runs(ap, check.__doc__)
     paths, reference = own.runs, own.reference
-    sys.argv = ["check.py", "--reanalyze", paths[0], *options]
-    a = check_args.parse(check.__doc__)
-    check_stats.STEP_ESTIMATOR = a.estimator
     by_case = {}  # (mesh, rate, mode) -> [{plan: (measured, predicted) ms} per run]
     for path in paths:
         for config in check.load_run(path, PROGRAM):

@@ -26,11 +26,9 @@ Exit 2 on a bad argument or an unreadable run.
 """
 import argparse
 import os
-import sys
 
 import check
 import check_args
-import check_stats
 from check_stats import distinct_plans, paper_claim, separable_pairs, summarize, targets_met
 
 PROGRAM = "scorecard.py"
@@ -133,14 +131,7 @@ def print_scorecard(runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="saved runs (check.py --out)")
-    own, options = ap.parse_known_args()
-    # The rest are check.py's own options, each as --option=value, so that none of their values is
-    # taken for a saved run.
-    if any(not o.startswith("--") or "=" not in o for o in options):
-        ap.error(f"check.py's options go as --option=value, got {' '.join(options)} [rule cli.value]")
-    sys.argv = ["check.py", "--reanalyze", own.runs[0], *options]
-    a = check_args.parse(check.__doc__)
-    check_stats.STEP_ESTIMATOR = a.estimator
+    own, a = check_args.parse_for_saved_runs(ap, check.__doc__)
     runs = []
     for path in own.runs:
         by_rate = {}
