@@ -215,11 +215,11 @@ int run(int argc, char** argv) {
     std::string call_list;  // every call, for the analysis of the model's terms (scripts/cluster/check.py)
     Cluster bare = cluster;
     bare.call_overhead_s = bare.step_overhead_s = bare.sync_overhead_s = 0;
-    double inter_per_rank = 0, link_bytes = 0, calls = 1;  // 1: the loss AllReduce
+    const double calls = calls_per_step(terms) + 1;  // 1: the loss AllReduce
+    double inter_per_rank = 0, link_bytes = 0;
     for (const CommTerm& t : terms) {
       if (!t.intra_node()) inter_per_rank += t.bytes_per_rank();
       for (const CollectiveCall& c : t.calls) {
-        calls += c.count;
         char buf[200];
         std::snprintf(buf, sizeof buf, "%s[\"%s\",\"%s\",%d,%d,%.0f,%g,%.6g,%d]", call_list.empty() ? "" : ",",
                       t.name.c_str(), std::string(comm::name_of(c.op)).c_str(), c.group.intra, c.group.inter, c.bytes,
