@@ -31,17 +31,18 @@ import check
 import check_args
 import check_predict
 from check_programs import sh
-from check_stats import measured_compute, run_medians, summarize, targets_met, typical_step
+from check_stats import run_medians, summarize, targets_met, typical_step
 
 PROGRAM = "overlap_forms.py"
 FORMS = ("beside", "constant", "calls", "bytes", "compute")
 
 
-def form_steps(plans, at0, at1, calibration, excess, calibration_compute):
+def form_steps(plans, at0, at1, calibration, excess, kappa):
     """{form: {plan: predicted step with overlap}} from the predictions at κ = 0 (`at0`) and κ = 1
     (`at1`) (amsp-cluster-predict's lines by name; the step is linear in κ, so at1 − at0 is a
     plan's seconds beside compute), the calibration plan's name, its measured step over its
-    schedule at κ = 0 (`excess`, seconds) and its measured compute (seconds)."""
+    schedule at κ = 0 (`excess`, seconds) and the model's κ (check.overlap_slowdown: from its
+    measured compute)."""
     def beside(p):
         return at1[p]["overlapped"] - at0[p]["overlapped"]
 
@@ -51,8 +52,6 @@ def form_steps(plans, at0, at1, calibration, excess, calibration_compute):
     for form, base in bases.items():
         rate = excess / base(calibration) if base(calibration) else 0.0
         out[form] = {p: at0[p]["overlapped"] + rate * base(p) for p in plans}
-    kappa = max(0.0, (calibration_compute - at0[calibration]["compute"]) / beside(calibration)) \
-        if beside(calibration) > 0 else 0.0
     per_call = max(0.0, excess - kappa * beside(calibration)) / at0[calibration]["collective_calls"]
     out["compute"] = {p: at0[p]["overlapped"] + kappa * beside(p) + per_call * at0[p]["collective_calls"]
                       for p in plans}
@@ -69,7 +68,7 @@ def case_rows(config, at0, steps):
 def priced(a, config):
     """The predictions at κ = 0 and 1, nothing per call, of the scored plans and the calibration
     plan, the stall and the rest as check.py calibrates them, and the calibration plan's name, excess
-    and measured compute."""
+    and the model's κ."""
     compute_args = check_predict.compute_model_args(a, config)
     overhead, sync = check.overheads(a, config, compute_args)
     skew, _ = check.entry_skew(a, config)
@@ -84,8 +83,7 @@ def priced(a, config):
         return {p["name"]: p for p in map(json.loads, sh(command, 60).splitlines())}
     at0, at1 = at(0.0), at(1.0)
     excess = typical_step(cal["call_plan_overlap_runs"]) - at0[cal["call_plan"]]["overlapped"]
-    compute = measured_compute(cal["plan_records"][f"{cal['call_plan']} overlap"])
-    return at0, at1, cal["call_plan"], excess, compute
+    return at0, at1, cal["call_plan"], excess, kappa
 
 
 def main():
@@ -101,8 +99,8 @@ def main():
                 print(f"{PROGRAM}: {path}, {config['mesh']} {config['rate']}: no records of the calibration plan "
                       "with overlap (runs before 2026-12-06's run ao) [rule cli.value]", file=sys.stderr)
                 sys.exit(2)
-            at0, at1, name, excess, compute = priced(a, config)
-            steps = form_steps(config["plans"], at0, at1, name, excess, compute)
+            at0, at1, name, excess, kappa = priced(a, config)
+            steps = form_steps(config["plans"], at0, at1, name, excess, kappa)
             cells = []
             counts = met.setdefault((config["mesh"], config["rate"]), {f: 0 for f in FORMS + ("cases",)})
             counts["cases"] += 1

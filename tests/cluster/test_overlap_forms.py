@@ -31,11 +31,11 @@ def line(plan, overlapped, calls, link, compute=0.0):
 #   constant: 0.6 each:                        a 10.6,              b 12.6
 #   calls:    c has 8, 0.075 a call:           a 10 + 5·0.075 = 10.375, b 12 + 10·0.075 = 12.75
 #   bytes:    c sends 200, 0.003 a byte:        a 10 + 100·0.003 = 10.3, b 12 + 300·0.003 = 12.9
-#   compute:  c computed 9.3 against the model's 9: κ = 0.3 / 3 = 0.1; the rest 0.6 − 0.3 = 0.3
-#             over its 8 calls, 0.0375 a call: a 10 + 0.2 + 0.1875 = 10.3875, b 12 + 0.4 + 0.375 = 12.775
+#   compute:  the model's κ 0.1 (check.overlap_slowdown: c computed 0.3 over the model's in 3 s
+#             beside); the rest 0.6 − 0.1·3 = 0.3 over its 8 calls, 0.0375 a call: a 10 + 0.2 + 0.1875 = 10.3875, b 12 + 0.4 + 0.375 = 12.775
 at0 = {"a": line("a", 10.0, 5, 100.0), "b": line("b", 12.0, 10, 300.0), "c": line("c", 11.0, 8, 200.0, 9.0)}
 at1 = {"a": line("a", 12.0, 5, 100.0), "b": line("b", 16.0, 10, 300.0), "c": line("c", 14.0, 8, 200.0, 9.0)}
-steps = overlap_forms.form_steps(["a", "b"], at0, at1, "c", 0.6, 9.3)
+steps = overlap_forms.form_steps(["a", "b"], at0, at1, "c", 0.6, 0.1)
 want = {"beside": (10.4, 12.8), "constant": (10.6, 12.6), "calls": (10.375, 12.75), "bytes": (10.3, 12.9),
         "compute": (10.3875, 12.775)}
 if sorted(steps) != sorted(want):
@@ -44,8 +44,8 @@ for form, (a, b) in want.items():
     near(f"{form} a", steps[form]["a"], a, 1e-9)
     near(f"{form} b", steps[form]["b"], b, 1e-9)
 
-# The calibration plan's compute under the model's: κ from it is 0, the whole excess per call.
-steps = overlap_forms.form_steps(["a"], at0, at1, "c", 0.6, 8.0)
+# κ 0 (the calibration plan lost no compute): the whole excess per call.
+steps = overlap_forms.form_steps(["a"], at0, at1, "c", 0.6, 0.0)
 near("compute, κ 0", steps["compute"]["a"], 10.375, 1e-9)
 
 # The rows scored: the measured step of each plan from its runs' median steps (check_stats), its
