@@ -114,6 +114,11 @@ def parse(description, argv=None):
                          "gapped profile measured (Cluster::arrival_spread; runs saved before 2026-12-07's "
                          "thirty-seventh session have none and price as off); off: the paced price alone "
                          "(docs/planner-check-arrival-spread.md)")
+    ap.add_argument("--chain-wait", choices=["on", "off"], default="on",
+                    help="the first of each unit's last-micro-batch reductions, issued right after its backward, "
+                         "waits for its group to come out of compute as the every-micro-batch calls do "
+                         "(Cluster::chain_head_waits); off: only the every-micro-batch calls, the model before "
+                         "2026-12-07's thirty-ninth session (docs/planner-check-chain-wait.md)")
     ap.add_argument("--out", default="cluster-check.json")
     ap.add_argument("--reanalyze", default="", help="a saved --out file (or its .xz, as bench/data keeps them): predict "
                                                     "and print again, measure nothing")

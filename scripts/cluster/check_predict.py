@@ -98,7 +98,8 @@ def predict_command(a, config, plans, compute_args, call_overhead_s=0.0, sync_ov
             "--overlap-call", str(overlap_call_s),
             "--call-overhead" if a.overhead_unit == "call" else "--step-overhead", str(call_overhead_s),
             "--sync-overhead", str(sync_overhead_s), "--gather-scatter", a.gather_scatter, "--waits", a.waits,
-            "--stagger", a.stagger, "--arrival-spread", a.arrival_spread] + \
+            "--stagger", a.stagger, "--arrival-spread", a.arrival_spread,
+            "--chain-wait", a.chain_wait] + \
         compute_args + \
         (config["model_args"].split() if "model_args" in config else a.model_args)
 

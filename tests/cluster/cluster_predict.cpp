@@ -11,7 +11,7 @@
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
 //       [--sync-overhead 0] [--gather-stall 0] [--entry-skew 0] [--overlap-call 0] [--gather-scatter recursive|ring] [--waits overlap|add] [--stagger on|off]
-//       [--arrival-spread on|off]
+//       [--arrival-spread on|off] [--chain-wait on|off]
 //       [--contention 8:2e-3,4:1e-3,1:4e-4 [--contention-ranks 8]]
 // --profile prices the calls chained after other calls, --profile-after-compute (a profile of calls
 // after an idle gap) those between two compute segments (Cluster::profile_after_compute; without
@@ -25,7 +25,10 @@
 // --intra-latency and --inter-latency seconds per algorithm step (default 0); --call-overhead
 // seconds is waited in every collective call (Cluster::call_overhead_s), --step-overhead seconds
 // in every step of its ring (Cluster::step_overhead_s), --sync-overhead seconds is added to every call that
-// sits between two compute segments (Cluster::sync_overhead_s), --gather-stall seconds is what a
+// sits between two compute segments (Cluster::sync_overhead_s; --chain-wait on, the default, counts
+// among them the first of each unit's last-micro-batch reductions when no every-micro-batch
+// reduction precedes it, off only the every-micro-batch calls: Cluster::chain_head_waits),
+// --gather-stall seconds is what a
 // unit's compute waits after its gather in the overlapped step when the gathers stay inside a node
 // (Cluster::gather_stall_s), --entry-skew seconds how far after the first rank the last one enters
 // a step, before which the overlapped step's first forward cannot start (Cluster::entry_skew_s),
@@ -98,6 +101,12 @@ struct Args {
     check(end != it->second.c_str() && *end == '\0', "cli.number", "--", key, " needs a number, got '", it->second, "'");
     return v;
   }
+  /// The flag `key` (on or off; `fallback` when absent) as a bool; anything else is a cli.value error.
+  [[nodiscard]] bool on_off(std::string_view key, std::string_view fallback) const {
+    const std::string v = text(key, std::string(fallback));
+    check(v == "on" || v == "off", "cli.value", "--", key, " must be on or off, got '", v, "'");
+    return v == "on";
+  }
 };
 
 Args parse(int argc, char** argv) {
@@ -149,10 +158,8 @@ int run(int argc, char** argv) {
   if (const std::string p = a.text("profile-after-compute"); !p.empty())
     cluster.profile_after_compute = BandwidthProfile::load(p);
   if (const std::string p = a.text("profile-paced"); !p.empty()) cluster.profile_paced = BandwidthProfile::load(p);
-  const std::string arrival_spread = a.text("arrival-spread", "on");
-  check(arrival_spread == "on" || arrival_spread == "off", "cli.value", "--arrival-spread must be on or off, got '",
-        arrival_spread, "'");
-  cluster.arrival_spread = arrival_spread == "on";
+  cluster.arrival_spread = a.on_off("arrival-spread", "on");
+  cluster.chain_head_waits = a.on_off("chain-wait", "on");
   cluster.call_overhead_s = a.number("call-overhead", 0.0);
   cluster.step_overhead_s = a.number("step-overhead", 0.0);
   cluster.sync_overhead_s = a.number("sync-overhead", 0.0);
@@ -161,10 +168,7 @@ int run(int argc, char** argv) {
   cluster.overlap_call_s = a.number("overlap-call", 0.0);
   // The hand-overs --step-overhead is paid for: rings (n − 1, the default: it predicts the cluster's
   // steps better, docs/planner-check-terms.md), or the recursive doubling / halving scripts/cluster.sh pins.
-  const std::string stagger_flag = a.text("stagger", "on");
-  check(stagger_flag == "on" || stagger_flag == "off", "cli.value", "--stagger must be on or off, got '", stagger_flag,
-        "'");
-  const bool stagger = stagger_flag == "on";
+  const bool stagger = a.on_off("stagger", "on");
   const std::string gather_scatter = a.text("gather-scatter", "ring");
   check(gather_scatter == "recursive" || gather_scatter == "ring", "cli.value",
         "--gather-scatter must be recursive or ring, got '", gather_scatter, "'");

@@ -24,7 +24,8 @@ def expect(name, got, want, tol=None):
 class Args:
     predict, global_batch, overhead_unit, model_args = "predict", 32, "step", []
     call_overhead = sync_overhead = None
-    gather_scatter, profile_kind, waits, stagger, arrival_spread = "ring", "back-to-back", "overlap", "on", "on"
+    gather_scatter, profile_kind, waits, stagger, arrival_spread, chain_wait = \
+        "ring", "back-to-back", "overlap", "on", "on", "on"
     overlap_slowdown, overlap_form, overlap_call, gather_stall = None, "call", None, None
 
 

@@ -84,7 +84,8 @@ check.sh = fake_sh  # check.py's own binding of check_measure.sh: the one overhe
 class Args:
     predict, global_batch, overlap_slowdown, overhead_unit, model_args = "predict", 32, 1.0, "step", []
     call_overhead = sync_overhead = None
-    gather_scatter, profile_kind, waits, stagger, arrival_spread = "ring", "back-to-back", "overlap", "on", "on"
+    gather_scatter, profile_kind, waits, stagger, arrival_spread, chain_wait = \
+        "ring", "back-to-back", "overlap", "on", "on", "on"
     overlap_form, overlap_call = "call", None
 
 

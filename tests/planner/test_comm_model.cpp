@@ -237,3 +237,46 @@ TEST_CASE("comm model: how many of the spread's groups cross each node link at o
   for (const CommTerm& t : comm_terms(PlanGroups(mesh, Plan{{4, 2}, {4, 2}, {4, 2}}), toy, 1))
     CHECK(t.groups_per_link == 1);  // set for the spread alone
 }
+
+TEST_CASE("comm model: the head of a unit's last-micro-batch chain waits for compute as the window's calls do") {
+  // Which term heads each unit's chain after its backward: the first reduction unless an
+  // every-micro-batch reduction (grad_reduce_p, grad_reduce_g) comes before it.
+  const auto heads = [](const Plan& plan) {
+    std::vector<std::pair<std::string, bool>> f;
+    for (const CommTerm& t : comm_terms(PlanGroups(mesh, plan), toy, 1))
+      if (t.name != "param_gather" && t.name != "param_spread") f.emplace_back(t.name, t.heads_chain);
+    return f;
+  };
+  using F = std::vector<std::pair<std::string, bool>>;
+  CHECK(heads(Plan{}) == F{{"grad_replicas", true}});                                                    // DDP
+  CHECK(heads(Plan{{1, 1}, {1, 1}, {4, 2}}) == F{{"grad_reduce_os", true}, {"grad_norm", false}});       // ZeRO-1
+  CHECK(heads(Plan{{1, 1}, {4, 2}, {4, 2}}) == F{{"grad_reduce_g", false}, {"grad_norm", false}});       // ZeRO-2
+  CHECK(heads(Plan{{1, 1}, {1, 1}, {4, 1}}) ==                                                           // amsp-7b
+        F{{"grad_reduce_os", true}, {"grad_replicas", false}, {"grad_norm", false}});
+  CHECK(heads(Plan{{4, 1}, {4, 1}, {4, 1}}) ==                                                           // hsdp
+        F{{"grad_reduce_p", false}, {"grad_replicas", false}, {"grad_norm", false}});
+  // ZeRO-1 and ZeRO-2 run the same calls (one ReduceScatter per unit over the world after its
+  // backward, then the norm): with 1 ms of wait between compute segments both pay it once per
+  // unit, two units; with chain_head_waits off only ZeRO-2's every-micro-batch ReduceScatters do.
+  Cluster c = paper_cluster(2);
+  c.mesh = mesh;
+  c.sync_overhead_s = 1e-3;
+  const auto waits = [&](const Plan& plan) {
+    double with = 0, without = 0;
+    for (const CommTerm& t : comm_terms(PlanGroups(mesh, plan), toy, 1)) {
+      with += t.seconds(c);
+      Cluster zero = c;
+      zero.sync_overhead_s = 0;
+      without += t.seconds(zero);
+    }
+    return with - without;
+  };
+  CHECK(waits(Plan{{1, 1}, {1, 1}, {4, 2}}) == doctest::Approx(2e-3));
+  CHECK(waits(Plan{{1, 1}, {4, 2}, {4, 2}}) == doctest::Approx(2e-3));
+  CHECK(waits(Plan{}) == doctest::Approx(2e-3));
+  CHECK(waits(Plan{{4, 1}, {4, 1}, {4, 1}}) == doctest::Approx(2 * 3e-3));  // 2 gathers + 1 reduce-scatter per unit
+  c.chain_head_waits = false;
+  CHECK(waits(Plan{{1, 1}, {1, 1}, {4, 2}}) == doctest::Approx(0.0));
+  CHECK(waits(Plan{{1, 1}, {4, 2}, {4, 2}}) == doctest::Approx(2e-3));
+  CHECK(waits(Plan{}) == doctest::Approx(0.0));
+}

@@ -111,6 +111,14 @@ struct Cluster {
   /// does a back-to-back profile. 0 by default; calibrated on the emulated cluster
   /// (docs/planner-check-terms.md, "The wait between compute segments").
   double sync_overhead_s = 0;
+  /// True: the first call of a unit's last-micro-batch reductions (CommTerm::heads_chain), issued
+  /// as soon as the unit's backward has computed and before the next unit's backward, pays
+  /// sync_overhead_s as the every-micro-batch calls do: its ranks come out of the same compute
+  /// segment. On the emulated cluster ZeRO-1 (the OS ReduceScatter heading each unit's chain) and
+  /// ZeRO-2 (the G ReduceScatter, every-micro-batch) took the same step in every run, with and
+  /// without overlap, where only ZeRO-2 paid it (docs/planner-check-chain-wait.md). False: only
+  /// the every-micro-batch window pays, the model before 2026-12-07's thirty-ninth session.
+  bool chain_head_waits = true;
   /// Seconds the compute of a unit waits, in the overlapped step, after the parameter gather it
   /// needs, when the plan's gathers stay inside a node (step_pipeline.hpp). On the emulated
   /// cluster such a gather, prefetched beside compute, ends only once every rank of the node has

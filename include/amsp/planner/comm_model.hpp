@@ -106,6 +106,11 @@ struct CommTerm {
   /// (engine_terms), which the overlapped schedule prices by it (step_pipeline.hpp,
   /// docs/planner-check-spread-pairs.md).
   int groups_per_link = 1;
+  /// True for the first of a unit's last-micro-batch reductions when no every-micro-batch
+  /// reduction precedes it (engine_terms): issued right after the unit's backward, between two
+  /// compute segments, so it waits for its group to come out of compute
+  /// (Cluster::chain_head_waits).
+  bool heads_chain = false;
 
   CommTerm() = default;
   CommTerm(std::string n, Window w, std::vector<CollectiveCall> c = {})
@@ -124,7 +129,7 @@ struct CommTerm {
     double t = 0;
     double spread = 0;  // how far apart the ranks reach the next call
     for (const CollectiveCall& c : calls) {
-      const double wait = between_compute() ? cluster.between_compute_seconds(c.group) : 0.0;
+      const double wait = waits_for_compute(cluster) ? cluster.between_compute_seconds(c.group) : 0.0;
       const auto departure = priced_after_compute && waits_for_peers
                                  ? cluster.departure_spread_seconds(c.op, c.bytes, c.group)
                                  : std::nullopt;
@@ -148,6 +153,12 @@ struct CommTerm {
   /// True when the term's calls sit between two compute segments (the every-micro-batch window);
   /// the others follow other calls of the step or a unit's last backward.
   [[nodiscard]] bool between_compute() const { return window == Window::every_micro_batch; }
+  /// True when each call waits for its group to come out of compute (Cluster::sync_overhead_s):
+  /// the every-micro-batch window's calls, and the head of a unit's last-micro-batch chain where
+  /// the cluster says so (Cluster::chain_head_waits).
+  [[nodiscard]] bool waits_for_compute(const Cluster& cluster) const {
+    return between_compute() || (heads_chain && cluster.chain_head_waits);
+  }
   /// Bytes one rank sends per step in this term (ring convention).
   [[nodiscard]] double bytes_per_rank() const {
     double b = 0;
@@ -241,10 +252,16 @@ inline std::vector<CommTerm> engine_terms(const PlanGroups& groups, std::span<co
       return reduces && !t.intra_node();
     });
   };
+  // The chain's head is the first reduction when no every-micro-batch reduction comes before it.
+  const auto headed = [&] {
+    return std::any_of(terms.begin(), terms.end(),
+                       [](const CommTerm& t) { return t.name != term_name(TrafficTerm::param_gather); });
+  };
   const auto reduction = [&](TrafficTerm t) -> CommTerm& {
-    const bool links_idle = !crossed();
+    const bool links_idle = !crossed(), head = !headed();
     CommTerm& added = term(t, Window::last_backward);
     added.after_compute = links_idle;
+    added.heads_chain = head;
     return added;
   };
   if (even && s_os > s_g)
