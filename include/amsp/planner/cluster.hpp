@@ -106,9 +106,10 @@ struct Cluster {
   /// engine issues between the compute of two units; comm_model.hpp's CommTerm::seconds). Such a
   /// call cannot start before the slowest rank of its group has finished its own compute segment,
   /// and on time-shared cores the ranks of a group finish a segment at different times (up to a
-  /// scheduling slice each). Calls chained after other calls (the end-of-step reductions, the
-  /// spread) find their peers already synchronised by the call before and do not pay it; neither
-  /// does a back-to-back profile. 0 by default; calibrated on the emulated cluster
+  /// scheduling slice each). Calls chained after other calls (the end-of-step reductions behind
+  /// the chain's first, the spread) find their peers already synchronised by the call before and
+  /// do not pay it; neither does a back-to-back profile. The first of a unit's last-micro-batch
+  /// reductions pays it too where chain_head_waits says so. 0 by default; calibrated on the emulated cluster
   /// (docs/planner-check-terms.md, "The wait between compute segments").
   double sync_overhead_s = 0;
   /// True: the first call of a unit's last-micro-batch reductions (CommTerm::heads_chain), issued
