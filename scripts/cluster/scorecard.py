@@ -9,7 +9,13 @@ check_stats.targets_met), one table:
     rate, and for each case (mesh and schedule) `error / Spearman / pick`, a missed target in bold;
   - per rate and over all runs: the cases that meet each target and all three, the pairs of plans
     whose repeats do not overlap (check_stats.separable_pairs) and how many the planner orders
-    right;
+    right, and how many cases the measurement's own floor meets Spearman in;
+  - the floor: where three runs or more measured the same case (mesh, rate, schedule) of the same
+    workload (amsp-train's arguments, the model, the global batch), each run's measured order
+    against the mean of the other runs' steps (compare_runs.leave_one_out), what a model that knew
+    every plan's expected step would score against that run (docs/planner-check-floor.md). A cell
+    whose floor misses 0.9 says so, `(floor 0.88)`: there the measurement itself does not carry the
+    target;
   - the paper's claim (check_stats.paper_claim): in how many cases the best AMSP preset measured
     and predicted ahead of ZeRO-3 and of MiCS, and by how much (least..most);
   - the bytes the node links carried over the bytes of the pinned algorithms (least..most over
@@ -29,6 +35,7 @@ import os
 
 import check
 import check_args
+from compare_runs import leave_one_out
 from check_stats import distinct_plans, paper_claim, separable_pairs, summarize, targets_met
 
 PROGRAM = "scorecard.py"
@@ -43,19 +50,35 @@ def run_name(path):
     return name[len("cluster-check-"):] if name.startswith("cluster-check-") else name
 
 
-def case_score(rows):
+def case_score(rows, workload=None):
     """One case's table rows (check.analyze's, one schedule of one configuration) scored: the
     summary over the distinct plans (check_stats.summarize), which targets it meets, the separable
     pairs and how many are ordered right, the paper's claim as (peer, measured ratio, predicted
-    ratio) triples (empty without one), and each plan's link bytes over the model's (plans without
-    a link model left out)."""
+    ratio) triples (empty without one), each plan's link bytes over the model's (plans without
+    a link model left out), and for the floor (add_floors) each distinct plan's measured step and
+    the workload it ran."""
     distinct = distinct_plans(rows)
     s = summarize(rows)
     claim = paper_claim(distinct)
     link = [r["link_measured"] / r["link_model"] for r in rows
             if r.get("link_model") and r.get("link_measured") == r.get("link_measured")]
     return {"summary": s, "met": targets_met(s), "separable": separable_pairs(distinct),
-            "claim": [(r["plan"], m, p) for r, m, p in claim[1]] if claim else [], "link": link}
+            "claim": [(r["plan"], m, p) for r, m, p in claim[1]] if claim else [], "link": link,
+            "measured": {r["plan"]: r["measured"] for r in distinct}, "workload": workload}
+
+
+def add_floors(runs):
+    """Each case's leave-one-out floor (score["floor"], a Spearman) where three runs or more of
+    `runs` ([(name, rate, {(mesh, mode): score})]) measured that case of the same workload; the
+    other scores get none."""
+    groups = {}
+    for _, rate, by_case in runs:
+        for (mesh, mode), score in by_case.items():
+            groups.setdefault((rate, mesh, mode, score["workload"]), []).append(score)
+    for scores in groups.values():
+        if len(scores) >= 3:
+            for score, floor in zip(scores, leave_one_out([s["measured"] for s in scores])):
+                score["floor"] = floor
 
 
 def cell(score):
@@ -64,16 +87,21 @@ def cell(score):
     # Three places where two would round a miss (0.898) or a hit (0.902) to 0.90.
     rho = f"{s['spearman']:.3f}" if 0.895 <= s["spearman"] < 0.905 else f"{s['spearman']:.2f}"
     parts = (f"{100 * s['median_abs_error']:.1f} %", rho, f"{100 * s['pick_over_best']:+.1f} %")
-    return " / ".join(p if met[t] else f"**{p}**" for p, t in zip(parts, TARGETS))
+    text = " / ".join(p if met[t] else f"**{p}**" for p, t in zip(parts, TARGETS))
+    floor = score.get("floor")
+    return text + (f" (floor {floor:.2f})" if floor is not None and floor < 0.9 else "")
 
 
 def tally(scores):
     """Totals over a list of case scores: cases, cases meeting each target and all three,
     separable pairs and those ordered right, the claim per peer kind ("zero3", "mics") as [cases,
     measured ahead, predicted ahead, least and most measured ratio, least and most predicted],
-    and the least and most link-bytes ratio."""
+    the least and most link-bytes ratio, and the cases with a floor and those whose floor meets
+    Spearman >= 0.9."""
     out = {"cases": len(scores), "all": sum(all(s["met"].values()) for s in scores),
            "pairs": sum(s["separable"][0] for s in scores), "right": sum(s["separable"][1] for s in scores)}
+    floors = [s["floor"] for s in scores if s.get("floor") is not None]
+    out["floor"] = (len(floors), sum(f >= 0.9 for f in floors))
     for t in TARGETS:
         out[t] = sum(s["met"][t] for s in scores)
     claim = {}
@@ -93,7 +121,8 @@ def tally(scores):
 
 
 def print_scorecard(runs):
-    """`runs`: [(name, rate, {(mesh, mode): score})] in the order given."""
+    """`runs`: [(name, rate, {(mesh, mode): score})] in the order given; the floors added first."""
+    add_floors(runs)
     cases = []  # in the order the runs first name them (the check's: 4x2 before 2x4, overlap first)
     for _, _, by_case in runs:
         cases += [c for c in by_case if c not in cases]
@@ -108,13 +137,14 @@ def print_scorecard(runs):
             rates.append(rate)
     groups = [(rate, [s for _, r, by_case in runs if r == rate for s in by_case.values()]) for rate in rates]
     groups.append(("all", [s for _, _, by_case in runs for s in by_case.values()]))
-    print("\n| rate | cases | error met | Spearman met | pick met | all three | separable pairs ordered right |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| rate | cases | error met | Spearman met | pick met | all three | separable pairs ordered right "
+          "| Spearman met by the floor |")
+    print("|---|---|---|---|---|---|---|---|")
     totals = {}
     for rate, scores in groups:
         t = totals[rate] = tally(scores)
         print(f"| {rate} | {t['cases']} | {t['error']} | {t['Spearman']} | {t['pick']} | {t['all']} | "
-              f"{t['right']} of {t['pairs']} |")
+              f"{t['right']} of {t['pairs']} | " + (f"{t['floor'][1]} of {t['floor'][0]} |" if t["floor"][0] else "– |"))
     t = totals["all"]
     for kind, label in (("zero3", "ZeRO-3"), ("mics", "MiCS")):
         if kind in t["claim"]:
@@ -139,7 +169,8 @@ def main():
             config = check.analyze(a, config)
             scores = by_rate.setdefault(config["rate"], {})
             for mode, rows in config["tables"].items():
-                scores[(config["mesh"], mode)] = case_score(rows)
+                workload = (config.get("train_args", ""), config.get("model_args", ""), config.get("global_batch"))
+                scores[(config["mesh"], mode)] = case_score(rows, workload)
         for rate, scores in by_rate.items():
             runs.append((run_name(path), rate, scores))
     print_scorecard(runs)

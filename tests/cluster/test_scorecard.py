@@ -90,13 +90,46 @@ text = out.getvalue()
 for line in ("| run | rate | 4x2 overlap | 2x4 serial |",
              "| r1 | 1gbit | 8.7 % / **0.80** / +0.0 % | 6.7 % / 1.00 / +0.0 % |",
              "| r2 | 100mbit | – | 6.7 % / 1.00 / +0.0 % |",
-             "| 1gbit | 2 | 2 | 1 | 2 | 1 | 6 of 7 |",
-             "| 100mbit | 1 | 1 | 1 | 1 | 1 | 1 of 1 |",
-             "| all | 3 | 3 | 2 | 3 | 2 | 7 of 8 |",
+             "| 1gbit | 2 | 2 | 1 | 2 | 1 | 6 of 7 | – |",
+             "| 100mbit | 1 | 1 | 1 | 1 | 1 | 1 of 1 | – |",
+             "| all | 3 | 3 | 2 | 3 | 2 | 7 of 8 | – |",
              "ahead in 2 of 3 cases measured"):
     if line not in text:
         failures.append(f"table lacks {line!r}:\n{text}")
 expect("totals all", (totals["all"]["cases"], totals["all"]["Spearman"]), (3, 2))
+
+# The floor: four runs of one case and workload, plans a..d measured (ms) 1 2 3 4 in r1, r2 and r4,
+# 2.1 1 3 4 in r3 (a and b swapped). r1's leave-one-out prediction, the mean of r2, r3, r4: a
+# (1 + 2.1 + 1) / 3 = 1.37, b (2 + 1 + 2) / 3 = 1.67, c 3, d 4, the order r1 measured: 1.0 (so
+# r2's and r4's). r3's, the mean of the three others, a 1 b 2 c 3 d 4 against r3's ranks 2 1 3 4:
+# d² = 2, 1 − 6·2 / (4·15) = 0.8, a miss the cell reports beside the model's own score (the
+# predictions equal the measured steps here: Spearman 1, every pair of single repeats separable
+# and ordered right). A fifth run of another workload and
+# two runs at another rate have fewer than three runs in their group: no floor.
+def floor_score(steps, workload="w"):
+    return scorecard.case_score([row(p, s / 1e3, s / 1e3, [s / 1e3]) for p, s in zip("abcd", steps)], workload)
+
+
+same, swapped = (1, 2, 3, 4), (2.1, 1, 3, 4)
+floor_runs = [(name, "1gbit", {("4x2", "overlap"): floor_score(steps)})
+              for name, steps in (("r1", same), ("r2", same), ("r3", swapped), ("r4", same))]
+floor_runs += [("r5", "1gbit", {("4x2", "overlap"): floor_score(swapped, "other")}),
+               ("r6", "200mbit", {("4x2", "overlap"): floor_score(same)}),
+               ("r7", "200mbit", {("4x2", "overlap"): floor_score(swapped)})]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    floor_totals = scorecard.print_scorecard(floor_runs)
+floors = [by_case[("4x2", "overlap")].get("floor") for _, _, by_case in floor_runs]
+for name, got, want in zip(("r1", "r2", "r3", "r4"), floors, (1.0, 1.0, 0.8, 1.0)):
+    near(f"floor of {name}", got, want)
+expect("no floor for a lone workload or two runs", floors[4:], [None, None, None])
+text = out.getvalue()
+for line in ("| r3 | 1gbit | 0.0 % / 1.00 / +0.0 % (floor 0.80) |", "| r1 | 1gbit | 0.0 % / 1.00 / +0.0 % |",
+             "| 1gbit | 5 | 5 | 5 | 5 | 5 | 30 of 30 | 3 of 4 |", "| 200mbit | 2 | 2 | 2 | 2 | 2 | 12 of 12 | – |",
+             "| all | 7 | 7 | 7 | 7 | 7 | 42 of 42 | 3 of 4 |"):
+    if line not in text:
+        failures.append(f"floor table lacks {line!r}:\n{text}")
+expect("floor totals", floor_totals["all"]["floor"], (4, 3))
 
 # Usage errors: no run; an option not in --option=value form; an unreadable run.
 script = os.path.join(SCRIPTS, "scorecard.py")
