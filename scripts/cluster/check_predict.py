@@ -153,6 +153,21 @@ def profile_args(a, config):
     return ["--profile", embedded_profile(config, "profile")]
 
 
+def missing_profiles(config):
+    """The measurements today's model reads that a saved run lacks, by name, in the order the check
+    added them: the gapped profile (calls after compute; since 2026-12-03's reanalysis), the paced
+    AllReduce profile (Cluster::profile_paced; since 2026-12-07's thirty-sixth session) and the
+    ranks' end spread in the gapped profile (Cluster::arrival_spread; since the thirty-seventh).
+    Such a run is priced without the term the measurement feeds."""
+    gap = config.get("profile_gap_data", {}).get("entries", [])
+    missing = [] if "profile_gap" in config else ["gapped profile"]
+    if "profile_paced" not in config:
+        missing.append("paced AllReduce profile")
+    if not any("end_spread_seconds" in e for e in gap):
+        missing.append("end spread")
+    return missing
+
+
 def embedded_profile(config, key):
     """The path of the run's profile `key`: the profile the run embedded (written once to a
     temporary file), else the path it was measured at (runs saved before embedding)."""

@@ -16,6 +16,9 @@ check_stats.targets_met), one table:
     every plan's expected step would score against that run (docs/planner-check-floor.md). A cell
     whose floor misses 0.9 says so, `(floor 0.88)`: there the measurement itself does not carry the
     target;
+  - the runs measured without a profile today's model reads (check_predict.missing_profiles, priced
+    without the term it feeds), named with what they lack, and the totals once more over the runs
+    that lack none;
   - the paper's claim (check_stats.paper_claim): in how many cases the best AMSP preset measured
     and predicted ahead of ZeRO-3 and of MiCS, and by how much (least..most);
   - the bytes the node links carried over the bytes of the pinned algorithms (least..most over
@@ -35,6 +38,7 @@ import os
 
 import check
 import check_args
+from check_predict import missing_profiles
 from compare_runs import leave_one_out
 from check_stats import distinct_plans, paper_claim, separable_pairs, summarize, targets_met
 
@@ -50,13 +54,13 @@ def run_name(path):
     return name[len("cluster-check-"):] if name.startswith("cluster-check-") else name
 
 
-def case_score(rows, workload=None):
+def case_score(rows, workload=None, missing=()):
     """One case's table rows (check.analyze's, one schedule of one configuration) scored: the
     summary over the distinct plans (check_stats.summarize), which targets it meets, the separable
     pairs and how many are ordered right, the paper's claim as (peer, measured ratio, predicted
     ratio) triples (empty without one), each plan's link bytes over the model's (plans without
-    a link model left out), and for the floor (add_floors) each distinct plan's measured step and
-    the workload it ran."""
+    a link model left out), for the floor (add_floors) each distinct plan's measured step and
+    the workload it ran, and the profiles its run lacks (`missing`, names)."""
     distinct = distinct_plans(rows)
     s = summarize(rows)
     claim = paper_claim(distinct)
@@ -64,7 +68,8 @@ def case_score(rows, workload=None):
             if r.get("link_model") and r.get("link_measured") == r.get("link_measured")]
     return {"summary": s, "met": targets_met(s), "separable": separable_pairs(distinct),
             "claim": [(r["plan"], m, p) for r, m, p in claim[1]] if claim else [], "link": link,
-            "measured": {r["plan"]: r["measured"] for r in distinct}, "workload": workload}
+            "measured": {r["plan"]: r["measured"] for r in distinct}, "workload": workload,
+            "missing": tuple(missing)}
 
 
 def add_floors(runs):
@@ -137,6 +142,14 @@ def print_scorecard(runs):
             rates.append(rate)
     groups = [(rate, [s for _, r, by_case in runs if r == rate for s in by_case.values()]) for rate in rates]
     groups.append(("all", [s for _, _, by_case in runs for s in by_case.values()]))
+    lacking = {}  # what a run lacks -> the runs lacking it, in order
+    for name, _, by_case in runs:
+        missing = next(iter(by_case.values()))["missing"] if by_case else ()
+        if missing and name not in lacking.setdefault(missing, []):
+            lacking[missing].append(name)
+    complete = [s for _, _, by_case in runs for s in by_case.values() if not s["missing"]]
+    if lacking and complete:
+        groups.append(("all, every profile measured", complete))
     print("\n| rate | cases | error met | Spearman met | pick met | all three | separable pairs ordered right "
           "| Spearman met by the floor |")
     print("|---|---|---|---|---|---|---|---|")
@@ -145,6 +158,9 @@ def print_scorecard(runs):
         t = totals[rate] = tally(scores)
         print(f"| {rate} | {t['cases']} | {t['error']} | {t['Spearman']} | {t['pick']} | {t['all']} | "
               f"{t['right']} of {t['pairs']} | " + (f"{t['floor'][1]} of {t['floor'][0]} |" if t["floor"][0] else "– |"))
+    for missing, names in lacking.items():
+        print(f"\nMeasured without the {' or the '.join(missing)}, so priced without the term{'s' if len(missing) > 1 else ''} "
+              f"{'they feed' if len(missing) > 1 else 'it feeds'}: {', '.join(names)}.")
     t = totals["all"]
     for kind, label in (("zero3", "ZeRO-3"), ("mics", "MiCS")):
         if kind in t["claim"]:
@@ -170,7 +186,7 @@ def main():
             scores = by_rate.setdefault(config["rate"], {})
             for mode, rows in config["tables"].items():
                 workload = (config.get("train_args", ""), config.get("model_args", ""), config.get("global_batch"))
-                scores[(config["mesh"], mode)] = case_score(rows, workload)
+                scores[(config["mesh"], mode)] = case_score(rows, workload, missing_profiles(config))
         for rate, scores in by_rate.items():
             runs.append((run_name(path), rate, scores))
     print_scorecard(runs)

@@ -72,6 +72,20 @@ expect("split, paced off", check_predict.profile_args(kind("split", "off"), pace
 expect("split, no paced profile", check_predict.profile_args(kind("split"), saved),
        ["--profile", "b2b.json", "--profile-after-compute", "gap.json"])
 
+# What a saved run lacks of the profiles today's model reads: a run before the gapped profile lacks
+# all three; one with it but no paced profile and no end spread in its entries lacks two; one with
+# the end spread in any gapped entry and a paced profile lacks none.
+def gap_entries(*spreads):
+    return {"entries": [dict({"op": "all_reduce", "group": "2x4", "bytes": 8, "seconds": 1e-3},
+                             **({"end_spread_seconds": x} if x else {})) for x in spreads]}
+
+
+expect("nothing but back to back", check_predict.missing_profiles({"profile": "b2b.json"}),
+       ["gapped profile", "paced AllReduce profile", "end spread"])
+expect("gapped without spread", check_predict.missing_profiles(dict(saved, profile_gap_data=gap_entries(0))),
+       ["paced AllReduce profile", "end spread"])
+expect("every profile", check_predict.missing_profiles(dict(paced_run, profile_gap_data=gap_entries(0, 2e-4))), [])
+
 for f in failures:
     print("FAIL", f)
 print(f"test_check_profiles: {len(failures)} failures")

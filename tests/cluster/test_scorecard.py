@@ -131,6 +131,28 @@ for line in ("| r3 | 1gbit | 0.0 % / 1.00 / +0.0 % (floor 0.80) |", "| r1 | 1gbi
         failures.append(f"floor table lacks {line!r}:\n{text}")
 expect("floor totals", floor_totals["all"]["floor"], (4, 3))
 
+# Runs measured without a profile the model reads: named with what they lack, and the totals again
+# over the other runs (case 2 twice, case 1 once: error 3 of 3, Spearman 2 of 3, pairs 7 of 8 over
+# all; over r2 and r3 alone, both case 2: 2 of 2 met, 2 of 2 pairs).
+lack = dict(score, missing=("paced AllReduce profile", "end spread"))
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    lack_totals = scorecard.print_scorecard([("r1", "1gbit", {("4x2", "overlap"): lack}),
+                                             ("r2", "1gbit", {("4x2", "overlap"): dict(score2)}),
+                                             ("r3", "100mbit", {("4x2", "overlap"): dict(score2)})])
+text = out.getvalue()
+for line in ("Measured without the paced AllReduce profile or the end spread, so priced without the terms they feed: r1.",
+             "| all, every profile measured | 2 | 2 | 2 | 2 | 2 | 2 of 2 | – |",
+             "| all | 3 | 3 | 2 | 3 | 2 | 7 of 8 | – |"):
+    if line not in text:
+        failures.append(f"lacking table lacks {line!r}:\n{text}")
+expect("every-profile totals", lack_totals["all, every profile measured"]["cases"], 2)
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    scorecard.print_scorecard([("r2", "1gbit", {("4x2", "overlap"): dict(score2)})])
+if "every profile measured" in out.getvalue() or "Measured without" in out.getvalue():
+    failures.append(f"a table of complete runs only has no second total:\n{out.getvalue()}")
+
 # Usage errors: no run; an option not in --option=value form; an unreadable run.
 script = os.path.join(SCRIPTS, "scorecard.py")
 for args, says in (([], "usage"), (["run.json", "--build", "x"], "--option=value"),
