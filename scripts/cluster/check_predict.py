@@ -158,7 +158,9 @@ def missing_profiles(config):
     added them: the gapped profile (calls after compute; since 2026-12-03's reanalysis), the paced
     AllReduce profile (Cluster::profile_paced; since 2026-12-07's thirty-sixth session) and the
     ranks' end spread in the gapped profile (Cluster::arrival_spread; since the thirty-seventh).
-    Such a run is priced without the term the measurement feeds."""
+    Such a run is priced without the term the measurement feeds. (The check measures no paced
+    profile when none of a run's plans has an AllReduce over whole nodes; such a run, which needs
+    none, is named too: telling it apart takes the plans' calls, which the saved run does not hold.)"""
     gap = config.get("profile_gap_data", {}).get("entries", [])
     missing = [] if "profile_gap" in config else ["gapped profile"]
     if "profile_paced" not in config:
