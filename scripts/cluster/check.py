@@ -27,7 +27,7 @@ import check_args
 import check_stats
 from check_measure import CLUSTER, leave_through_finally_on_sigterm, program_failure, run_config, sh
 from check_predict import PROFILE_KINDS, compute_model_args, contention_args, emulated_device_ms, predict_command, \
-    profile_kind, queued_device, update_seconds
+    profile_kind, queued_device, update_seconds, update_turns
 from check_report import print_tables
 from phase_compare import compare as compare_phases
 from check_stats import measured_compute, measured_computing, run_medians, slope, summarize, typical_step
@@ -175,6 +175,7 @@ def analyze(a, config):
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
                        "update_from": update_seconds(a, config)[1],
+                       "update_turns": update_turns(a, config)[0], "update_turns_from": update_turns(a, config)[1],
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "overlap_call": per_call, "overlap_call_from": per_call_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,

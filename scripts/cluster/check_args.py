@@ -62,7 +62,12 @@ def parse(description, argv=None):
     ap.add_argument("--update-seconds", type=float, default=None,
                     help="seconds of the optimizer update of all parameters on one rank (DDP's), which the "
                          "planner prices as this / s_os per plan (default: measured by the calibration's ddp "
-                         "runs without overlap; 0 for runs saved before)")
+                         "runs in the serial engine; runs saved before it: ddp's serial runs; 0 for runs saved "
+                         "before any update was measured)")
+    ap.add_argument("--update-turns", type=int, default=None,
+                    help="ranks whose updates run one after another on a shared core, the update priced that many "
+                         "times over (ComputeModel::update_turns; default: the ranks per host CPU; 1 reproduces "
+                         "the model before 2026-12-08, docs/planner-check-update-turns.md)")
     ap.add_argument("--gather-stall", type=float, default=None,
                     help="seconds a unit's compute waits after a gather inside a node in the step with overlap "
                          "(Cluster::gather_stall_s; default: calibrated from SYNC_PLAN's run with overlap; 0 "
@@ -131,7 +136,7 @@ def parse(description, argv=None):
     require_at_least(ap, 0, " seconds", (("--update-seconds", a.update_seconds), ("--gather-stall", a.gather_stall),
                                           ("--entry-skew", a.entry_skew), ("--overlap-call", a.overlap_call)))
     require_at_least(ap, 1, "", (("--repeats", a.repeats), ("--steps", a.steps),
-                                 ("--profile-passes", a.profile_passes)))
+                                 ("--profile-passes", a.profile_passes), ("--update-turns", a.update_turns)))
     if a.update_seconds is not None and a.compute == "line":
         ap.error("--update-seconds prices the update of --compute origin and step; --compute line fits its own "
                  "(rule cli.value)")

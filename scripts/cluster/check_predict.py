@@ -10,6 +10,7 @@ import sys
 import tempfile
 
 from check_measure import sh
+from check_stats import median_update
 
 # The profile kinds the planner can price with (--profile-kind, besides auto): back to back, gapped,
 # or split (back to back for chained calls, gapped for the calls between compute segments).
@@ -48,7 +49,8 @@ def compute_rate_args(a, config, points):
         return ["--calibration", ",".join(f"{b}:{t}" for b, t in points)]
     samples, seconds = points[0]
     update_s, _ = update_seconds(a, config)
-    update = ["--update-seconds-per-param", repr(update_s / model_parameters(config))]
+    update = ["--update-seconds-per-param", repr(update_s / model_parameters(config)),
+              "--update-turns", str(update_turns(a, config)[0])]
     if a.compute == "step" and "ddp_step" in config["calibration"]:
         ddp = json.loads(sh(predict_command(a, config, ["ddp"], ["--seconds-per-sample", "1e-12"] + update), 60))
         seconds = max(config["calibration"]["ddp_step"] - ddp["serial"], 1e-6)
@@ -58,21 +60,61 @@ def compute_rate_args(a, config, points):
 def update_seconds(a, config):
     """(seconds of the optimizer update of every parameter on one rank, where it comes from):
     none under --compute line (its fit takes the update as the intercept), else --update-seconds
-    when given, else the calibration's measurement (DDP without overlap, whose step() updates
-    every parameter: amsp-train's update_ms, check_measure.median_update), else 0 for runs saved
-    before it was measured. The planner prices a plan's update as this times
-    1 / s_os (step_model.hpp). amsp-train counts step() among its waits, so the compute the
-    calibration measures (the step less its waits) leaves the update out: without this term no
-    plan paid for its update, and DDP's, all parameters on every rank, is the largest
-    (docs/planner-check-phases.md, "The update")."""
+    when given, else the calibration's measurement: ddp's update in the serial engine (amsp-train's
+    update_ms, check_measure.serial_update; since 2026-12-08), the update as one rank runs it, its
+    turns priced apart (update_turns). Runs saved before it: the same measurement from ddp's own
+    runs without overlap, which ran in the serial engine (check_measure.MODES) and take the same
+    update_ms; their steps are what the check scores, but the update is 0.5 % of them and not what
+    the step's other terms are fitted on. Runs saved before those: the calibration's ddp without
+    overlap in the asynchronous engine (update_s: its step() also waits for the engine's worker,
+    0.33-0.51 ms on 2x4 against 0.17-0.22 in the serial engine), turns not priced; else 0. The
+    planner prices a plan's update as this times 1 / s_os (step_model.hpp). amsp-train counts
+    step() among its waits, so the compute the calibration measures (the step less its waits)
+    leaves the update out: without this term no plan paid for its update, and DDP's, all
+    parameters on every rank, is the largest (docs/planner-check-phases.md, "The update")."""
     if a.compute == "line":
         return 0.0, "fitted to the calibration points: --compute line"
     if a.update_seconds is not None:
         return a.update_seconds, "from --update-seconds"
+    source = serial_update(config)
+    if source:
+        return source
     measured = config["calibration"].get("update_s")
     if measured is None:
         return 0.0, "not measured: 0"
     return measured, f"from ddp's update without overlap, {measured * 1e3:.2f} ms"
+
+
+def serial_update(config):
+    """(seconds, where from) of ddp's update in the serial engine: the calibration's (update_serial_s)
+    or, for runs saved before it, the median update_ms of ddp's serial runs (check_stats.median_update
+    over every rank and timed step of every repeat); None when neither was measured."""
+    measured = config["calibration"].get("update_serial_s")
+    if measured is not None:
+        return measured, f"from ddp's update in the serial engine, {measured * 1e3:.2f} ms"
+    runs = config.get("runs", {}).get("serial", {}).get("ddp", [])
+    ranks = [r for run in runs for r in run.get("final", {}).get("ranks", []) if "update_ms" in r]
+    if not ranks:
+        return None
+    measured = median_update({"ranks": ranks})
+    return measured, f"from ddp's update in its serial runs, {measured * 1e3:.2f} ms (saved before the calibration took it)"
+
+
+def update_turns(a, config):
+    """(ranks whose updates run one after another on a core, where it comes from): --update-turns
+    when given; else, when the update is the serial engine's (serial_update: the update as one rank
+    runs it), the ranks per host CPU, ⌈ranks / CPUs⌉ (every node's ranks share the host's CPUs:
+    scripts/cluster.sh); 1 otherwise (an update measured with waits in it, or runs saved without
+    the host's CPU count). ComputeModel::update_turns; docs/planner-check-update-turns.md."""
+    if a.update_turns is not None:
+        return a.update_turns, "--update-turns"
+    if a.compute == "line" or a.update_seconds is None and not serial_update(config):
+        return 1, "1: the update measured with the engine's waits"
+    cpus = config.get("host", {}).get("cpus")
+    if not cpus:
+        return 1, "1: the host's CPUs not recorded"
+    ranks, nodes = map(int, config["mesh"].split("x"))
+    return max(1, -(-ranks * nodes // cpus)), f"{ranks * nodes} ranks on {cpus} CPUs"
 
 
 def model_parameters(config):

@@ -38,7 +38,8 @@ def print_tables(config):
     print(f"\n#### {config['mesh']} (ranks per node x nodes), {config['rate']} per node link{train_args}\n")
     print(f"Compute model (calibration points {[(b, round(t, 4)) for b, t in config['calibration']['points']]}): "
           f"{m['seconds_per_sample'] * 1e3:.2f} ms per sequence per rank, {m['update_seconds_per_param'] * 1e9:.2f} ns "
-          f"per updated parameter ({m.get('update_from', 'not measured: 0')}); {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
+          f"per updated parameter ({m.get('update_from', 'not measured: 0')}), taking turns {m.get('update_turns', 1)} "
+          f"ranks a core ({m.get('update_turns_from', 'not priced: 1')}); {m['call_overhead'] * 1e3:.2f} ms per collective {m['overhead_unit']} (from {m['call_overhead_from']}), "
           f"{m['sync_overhead'] * 1e3:.2f} ms per call between compute segments (from {m['sync_overhead_from']}); "
           f"overlap slowdown κ {m['overlap_slowdown']:.3f} (from {m['overlap_slowdown_from']}), "
           f"{m['overlap_call'] * 1e3:.3f} ms per collective call with overlap (from {m['overlap_call_from']}); "

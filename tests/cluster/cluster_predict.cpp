@@ -7,6 +7,7 @@
 //   amsp-cluster-predict --mesh 4x2 --plans 'ddp;zero3;mics(2)' --profile bw.json [--profile-after-compute gap.json]
 //       [--profile-paced paced.json] --node-gbit 1
 //       --calibration 8:0.05,16:0.09 (or --seconds-per-sample 2e-4 --update-seconds-per-param 3e-9)
+//       [--update-turns 1]
 //       [--global-batch 256]
 //       [--micro-batches 1] [--context 64] [--width 64] [--heads 4] [--layers 2] [--bf16 0|1]
 //       [--keep-gathered 0|1] [--intra-gbytes 2] [--overlap-slowdown 0] [--call-overhead 0] [--step-overhead 0]
@@ -50,7 +51,9 @@
 // each schedule's compute at the contention its own step implies (contended_step_time); the line
 // then also has each schedule's compute and expected computing ranks. "phases" are the overlapped
 // schedule's (StepPhases, seconds): first forward start, forward end, backward end, end (without
-// the loss's AllReduce), for check.py --phase-traces.
+// the loss's AllReduce), for check.py --phase-traces. --update-turns k (default 1) prices each
+// rank's update k times over: k ranks share a core and update one after another
+// (ComputeModel::update_turns).
 
 #include <cstdio>
 #include <cstdlib>
@@ -189,7 +192,7 @@ int run(int argc, char** argv) {
   // The compute model: fitted from calibration steps "samples:seconds,..." (one rank, no
   // communication, all of the model's parameters updated), or given directly.
   ComputeModel compute{a.number("seconds-per-sample", 0), a.number("forward-fraction", 1.0 / 3.0),
-                       a.number("update-seconds-per-param", 0)};
+                       a.number("update-seconds-per-param", 0), a.number("update-turns", 1)};
   if (const std::string c = a.text("calibration"); !c.empty()) {
     std::vector<CalibrationStep> steps;
     for (const std::string& point : split(c, ',')) {
@@ -197,7 +200,9 @@ int run(int argc, char** argv) {
       check(colon != std::string::npos, "cli.value", "--calibration needs samples:seconds pairs, got '", point, "'");
       steps.push_back({std::stod(point.substr(0, colon)), std::stod(point.substr(colon + 1))});
     }
+    const double turns = compute.update_turns;
     compute = fit_compute_model(steps, params, compute.forward_fraction);
+    compute.update_turns = turns;
   }
   CpuContention contention{static_cast<int>(a.number("contention-ranks", mesh.world_size())), {}};
   for (const std::string& point : split(a.text("contention"), ',')) {

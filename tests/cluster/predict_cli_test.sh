@@ -21,6 +21,15 @@ expect "zero2 - zero1, --chain-wait on (default)" "$(serial_gap)" 0.000
 expect "zero2 - zero1, --chain-wait on" "$(serial_gap --chain-wait on)" 0.000
 expect "zero2 - zero1, --chain-wait off" "$(serial_gap --chain-wait off)" 4.000
 
+# --update-turns k prices each rank's update k times over (ComputeModel::update_turns): DDP updates
+# all 134912 parameters of this model, so at 1 ns each 4 turns add 3 × 0.134912 ms to its step.
+ddp_serial() {  # ddp_serial TURNS: DDP's step without overlap, in µs
+  "$predict" --mesh 4x2 --plans ddp --node-gbit 1 --seconds-per-sample 1e-3 --update-seconds-per-param 1e-9 \
+    --context 32 --width 64 --heads 4 --layers 2 --update-turns "$1" |
+    sed -n 's/.*"serial":\([0-9.e-]*\),.*/\1/p'
+}
+expect "ddp, 4 update turns - 1" "$(awk -v a="$(ddp_serial 4)" -v b="$(ddp_serial 1)" 'BEGIN { printf "%.0f", (a - b) * 1e6 }')" 405
+
 bad() {  # bad WHAT ARGS...: exit 2 and a message naming the value
   local out rc
   out=$("$predict" "${@:2}" 2>&1); rc=$?
@@ -29,4 +38,6 @@ bad() {  # bad WHAT ARGS...: exit 2 and a message naming the value
 bad "--chain-wait must be on or off, got 'maybe'" --chain-wait maybe
 bad "--arrival-spread must be on or off, got 'yes'" --arrival-spread yes
 bad "--stagger must be on or off, got ''" --stagger ''
+bad "the update's turns (ranks updating one after another on a core) must be at least 1, got 0.5" \
+  --mesh 4x2 --plans ddp --node-gbit 1 --seconds-per-sample 1e-3 --update-turns 0.5
 exit $failed

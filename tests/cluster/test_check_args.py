@@ -42,6 +42,7 @@ with tempfile.TemporaryDirectory() as d:
     # Values the check reads itself; --reanalyze makes the live-only values irrelevant, so the
     # ones below use a saved file that does not exist: their own rule must stop them first.
     refused(["--profile-passes", "0", "--reanalyze", "nothing.json"], "--profile-passes must be at least 1, got 0")
+    refused(["--update-turns", "0", "--reanalyze", "nothing.json"], "--update-turns must be at least 1, got 0")
     for option in ("--repeats", "--steps"):  # before a cluster comes up (it did: 2026-12-05)
         refused([option, "0", "--reanalyze", "nothing.json"], f"{option} must be at least 1, got 0")
     refused(["--update-seconds", "-0.001", "--reanalyze", "nothing.json"],

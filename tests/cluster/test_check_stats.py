@@ -170,14 +170,38 @@ expect("median update", check_stats.median_update(final), 0.4e-3, 1e-15)
 # The update reaches the planner per parameter of the model: the measurement (or --update-seconds)
 # over the parameter count of the run's final records; 0 for runs saved before it was measured.
 class Origin(On):
-    update_seconds = None
+    update_seconds = update_turns = None
 
 
-update_config = {"calibration": {"points": [[2, 0.05]], "update_s": 0.35e-3},
-                 "runs": {"serial": {"ddp": [{"final": {"parameters": 1000}}]}}}
+update_config = {"mesh": "4x2", "calibration": {"points": [[2, 0.05]], "update_s": 0.35e-3},
+                 "runs": {"serial": {"ddp": [{"final": {"parameters": 1000}}]}}, "host": {"cpus": 2}}
 expect("update measured", check.update_seconds(Origin(), update_config), (0.35e-3, "from ddp's update without overlap, 0.35 ms"))
+# An update measured in the asynchronous engine (with the worker's waits): its turns not priced.
 expect("update per parameter", check_predict.compute_rate_args(Origin(), update_config, [[2, 0.05]]),
-       ["--seconds-per-sample", "0.025", "--update-seconds-per-param", repr(0.35e-3 / 1000)])
+       ["--seconds-per-sample", "0.025", "--update-seconds-per-param", repr(0.35e-3 / 1000), "--update-turns", "1"])
+
+# The update in the serial engine: ddp's serial runs' update_ms for runs saved before the
+# calibration took it (median over every rank and timed step of every repeat: of 0.1, 0.3, 0.2,
+# 0.6 ms, 0.25 ms), the calibration's own when it did; its turns the ranks per host CPU (8 ranks
+# on 2 CPUs: 4; on 3 CPUs ⌈8/3⌉ = 3), 1 without the host's CPU count, --update-turns when given.
+serial_config = json.loads(json.dumps(update_config))
+serial_config["runs"]["serial"]["ddp"] = [
+    {"final": {"parameters": 1000, "ranks": [{"update_ms": [9, 0.1, 0.3, 9]}]}},
+    {"final": {"parameters": 1000, "ranks": [{"update_ms": [9, 0.2, 0.6, 9]}]}}]
+expect("update from ddp's serial runs", check.update_seconds(Origin(), serial_config)[0], 0.25e-3, 1e-15)
+expect("its turns", check_predict.update_turns(Origin(), serial_config), (4, "8 ranks on 2 CPUs"))
+expect("turns passed", check_predict.compute_rate_args(Origin(), serial_config, [[2, 0.05]])[2:],
+       ["--update-seconds-per-param", repr(0.25e-3 / 1000), "--update-turns", "4"])
+serial_config["calibration"]["update_serial_s"] = 0.18e-3
+expect("update from the calibration", check.update_seconds(Origin(), serial_config),
+       (0.18e-3, "from ddp's update in the serial engine, 0.18 ms"))
+serial_config["host"]["cpus"] = 3
+expect("turns on 3 CPUs", check_predict.update_turns(Origin(), serial_config)[0], 3)
+del serial_config["host"]
+expect("turns without the CPU count", check_predict.update_turns(Origin(), serial_config)[0], 1)
+turns_given = Origin()
+turns_given.update_turns = 2
+expect("turns given", check_predict.update_turns(turns_given, serial_config), (2, "--update-turns"))
 given = Origin()
 given.update_seconds = 2e-3
 expect("update given", check_predict.compute_rate_args(given, update_config, [[2, 0.05]])[3], repr(2e-3 / 1000))

@@ -72,6 +72,22 @@ TEST_CASE("measured step time: compute, update by OS shard, serial and overlappe
                        amsp::error);
 }
 
+TEST_CASE("the update's turns: k ranks updating one after another on a core, by hand") {
+  const Mesh mesh(4, 2);
+  // 4 ranks a core: each update 1e-8 × 8e6 / s_os, four of them one after another.
+  ComputeModel model{0.01, 1.0 / 3.0, 1e-8, 4};
+  CHECK(measured_step_compute(preset("zero1", mesh), model, 64, 1, 8e6).update == doctest::Approx(0.04));
+  CHECK(measured_step_compute(preset("ddp", mesh), model, 64, 1, 8e6).update == doctest::Approx(0.32));
+  // The step pays it in both schedules: serial 0.64 + 0.32 (no communication), overlapped alike.
+  const StepTime s = step_time(measured_step_compute(preset("ddp", mesh), model, 64, 1, 8e6), 0.0, {}, {});
+  CHECK(s.serial == doctest::Approx(0.64 + 0.32));
+  CHECK(s.overlapped == doctest::Approx(0.64 + 0.32));
+  for (const double bad : {0.5, 0.0, std::nan("")}) {
+    model.update_turns = bad;
+    CHECK_THROWS_WITH_AS(validate(model), doctest::Contains("update's turns"), amsp::error);
+  }
+}
+
 TEST_CASE("CpuContention: interpolation between measured points, nearest point outside, bad curves fail") {
   const CpuContention cpu{8, {{8, 0.06}, {1, 0.01}, {4, 0.02}}};  // unsorted on purpose
   CHECK(cpu.seconds_per_sample(1) == doctest::Approx(0.01));

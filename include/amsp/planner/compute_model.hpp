@@ -6,7 +6,7 @@
 //
 //   compute of one micro-batch on one rank  c = seconds_per_sample × samples per micro-batch
 //   its forward                                 forward_fraction × c
-//   optimizer update of one OS shard            update_seconds_per_param × Φ / s_os
+//   optimizer update of one OS shard            update_seconds_per_param × Φ / s_os × update_turns
 //
 // A "sample" is the workload's unit of batch: one sequence for a transformer, one example for
 // the char-level MLP. The fit: steps of a run without communication (one rank, or every rank
@@ -20,6 +20,13 @@
 // model (step_model.hpp, contended_step_time) prices a step's compute at the number of ranks
 // expected to compute beside it (expected_computing_ranks). Off (no points) on GPUs, where compute
 // does not share cores.
+//
+// The update takes turns (update_turns): it is the host's own arithmetic, and where k ranks share a
+// core their updates, all ready at the step's last reduction, run one after another; the step
+// waits for the last of them, k updates after the first starts (traced on the emulated cluster, 8
+// ranks on 2 cores: DDP's ranks leave the loss AllReduce one update apart, 0.6-0.8 ms after the
+// first, where the measured update is 0.16-0.20 ms; docs/planner-check-update-turns.md). 1 on
+// GPUs, where each rank updates on its own device.
 
 #include <algorithm>
 #include <cmath>
@@ -35,10 +42,11 @@ struct ComputeModel {
   double seconds_per_sample = 0;        ///< forward + backward of one sample on one rank
   double forward_fraction = 1.0 / 3.0;  ///< share of the forward (1/3: backward = 2 × forward)
   double update_seconds_per_param = 0;  ///< optimizer update per parameter of the rank's OS shard
+  double update_turns = 1;              ///< ranks whose updates run one after another on a core
 };
 
 /// Fails with rule planner.compute unless the rates are non-negative, finite, the sample rate
-/// positive and the forward fraction in (0, 1).
+/// positive, the forward fraction in (0, 1) and the update's turns at least 1.
 inline void validate(const ComputeModel& m) {
   check(std::isfinite(m.seconds_per_sample) && m.seconds_per_sample > 0, "planner.compute",
         "seconds per sample must be positive, got ", m.seconds_per_sample);
@@ -46,6 +54,8 @@ inline void validate(const ComputeModel& m) {
         "update seconds per parameter must be non-negative, got ", m.update_seconds_per_param);
   check(m.forward_fraction > 0 && m.forward_fraction < 1, "planner.compute", "forward fraction must lie in (0, 1), got ",
         m.forward_fraction);
+  check(std::isfinite(m.update_turns) && m.update_turns >= 1, "planner.compute",
+        "the update's turns (ranks updating one after another on a core) must be at least 1, got ", m.update_turns);
 }
 
 /// One calibration measurement: a step of `samples` samples on one rank, without communication,

@@ -207,7 +207,7 @@ struct TermPrices {
         "need positive samples per micro-batch, micro-batches and parameters, got ", samples_per_micro_batch, ", ",
         micro_batches, ", ", params);
   return {model.seconds_per_sample * samples_per_micro_batch, model.forward_fraction, micro_batches,
-          model.update_seconds_per_param * params / plan.os.size(), 0.0};
+          model.update_seconds_per_param * params / plan.os.size() * model.update_turns, 0.0};
 }
 
 /// A step whose compute shares CPU cores with the other ranks (CpuContention): each schedule at
