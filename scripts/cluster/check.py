@@ -175,7 +175,7 @@ def analyze(a, config):
                        config["calibration"]["call_plan"] + " and " + config["calibration"]["sync_plan"],
                        "update_seconds_per_param": any_p["update_seconds_per_param"],
                        "update_from": update_seconds(a, config)[1],
-                       "update_turns": update_turns(a, config)[0], "update_turns_from": update_turns(a, config)[1],
+                       **dict(zip(("update_turns", "update_turns_from"), update_turns(a, config))),
                        "overlap_slowdown": kappa, "overlap_slowdown_from": kappa_from,
                        "overlap_call": per_call, "overlap_call_from": per_call_from,
                        "gather_stall": stall, "gather_stall_from": stall_from,

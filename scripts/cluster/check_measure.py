@@ -113,11 +113,11 @@ def calibrate(a, mesh, launcher):
             step = statistics.median(s["step_ms"] for s in steps) / 1e3
     # The overheads' calibration plans run among the checked plans' runs (run_config).
     return {"points": points, "ddp_step": step, "update_s": median_update(full[1]),
-            "update_serial_s": serial_update(a, mesh, launcher),
+            "update_serial_s": measure_serial_update(a, mesh, launcher),
             "contention": contention_points(a, mesh, launcher, *full)}
 
 
-def serial_update(a, mesh, launcher):
+def measure_serial_update(a, mesh, launcher):
     """DDP's update as one rank runs it: the median over CALIBRATION_REPEATS runs of ddp in the
     serial engine (MODES["serial"]) of their update_ms (median_update). In the asynchronous engine
     step() also waits for the engine's worker (update_s above: 0.33-0.51 ms on 2x4 against

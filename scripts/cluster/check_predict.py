@@ -61,10 +61,10 @@ def update_seconds(a, config):
     """(seconds of the optimizer update of every parameter on one rank, where it comes from):
     none under --compute line (its fit takes the update as the intercept), else --update-seconds
     when given, else the calibration's measurement: ddp's update in the serial engine (amsp-train's
-    update_ms, check_measure.serial_update; since 2026-12-08), the update as one rank runs it, its
+    update_ms, check_measure.measure_serial_update; since 2026-12-08), the update as one rank runs it, its
     turns priced apart (update_turns). Runs saved before it: the same measurement from ddp's own
     runs without overlap, which ran in the serial engine (check_measure.MODES) and take the same
-    update_ms; their steps are what the check scores, but the update is 0.5 % of them and not what
+    update_ms; their steps are what the check scores, but the update is 0.2-0.5 % of them and not what
     the step's other terms are fitted on. Runs saved before those: the calibration's ddp without
     overlap in the asynchronous engine (update_s: its step() also waits for the engine's worker,
     0.33-0.51 ms on 2x4 against 0.17-0.22 in the serial engine), turns not priced; else 0. The
